@@ -75,12 +75,18 @@ impl Params {
         ::warp_launch::StructType::new(
             "Params_acca3b2c",
             ::std::vec![
-                (::std::string::String::from("scale"),
-                ::warp_launch::ParamKind::Value(::warp_launch::DType::FLOAT32)),
-                (::std::string::String::from("offset"),
-                ::warp_launch::ParamKind::Value(::warp_launch::DType::VEC3F)),
-                (::std::string::String::from("count"),
-                ::warp_launch::ParamKind::Value(::warp_launch::DType::INT32))
+                (
+                    ::std::string::String::from("scale"),
+                    ::warp_launch::ParamKind::Value(::warp_launch::DType::FLOAT32)
+                ),
+                (
+                    ::std::string::String::from("offset"),
+                    ::warp_launch::ParamKind::Value(::warp_launch::DType::VEC3F)
+                ),
+                (
+                    ::std::string::String::from("count"),
+                    ::warp_launch::ParamKind::Value(::warp_launch::DType::INT32)
+                )
             ],
         )
     }
@@ -93,7 +99,8 @@ unsafe impl ::warp_launch::WarpStruct for Params {
     const NAME: &'static str = "Params_acca3b2c";
 }
 const _: () = {
-    if ::core::mem::size_of::<Params>() != 20 || ::core::mem::align_of::<Params>() != 4
+    if ::core::mem::size_of::<Params>() != 20
+        || ::core::mem::align_of::<Params>() != 4
         || ::core::mem::offset_of!(Params, scale) != 0
         || ::core::mem::offset_of!(Params, offset) != 4
         || ::core::mem::offset_of!(Params, count) != 16
@@ -129,32 +136,29 @@ impl Add2d {
     /// `Error::NoSuchKernel` when the module has no kernel `add2d`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel
-            .check_signature(
-                &[
-                    (
-                        "a",
-                        ::warp_launch::ParamKind::Array {
-                            dtype: ::warp_launch::DType::FLOAT32,
-                            ndim: ::core::option::Option::Some(2),
-                        },
-                    ),
-                    (
-                        "b",
-                        ::warp_launch::ParamKind::Array {
-                            dtype: ::warp_launch::DType::FLOAT32,
-                            ndim: ::core::option::Option::Some(2),
-                        },
-                    ),
-                    (
-                        "out",
-                        ::warp_launch::ParamKind::Array {
-                            dtype: ::warp_launch::DType::FLOAT32,
-                            ndim: ::core::option::Option::Some(2),
-                        },
-                    ),
-                ],
-            )?;
+        kernel.check_signature(&[
+            (
+                "a",
+                ::warp_launch::ParamKind::Array {
+                    dtype: ::warp_launch::DType::FLOAT32,
+                    ndim: ::core::option::Option::Some(2),
+                },
+            ),
+            (
+                "b",
+                ::warp_launch::ParamKind::Array {
+                    dtype: ::warp_launch::DType::FLOAT32,
+                    ndim: ::core::option::Option::Some(2),
+                },
+            ),
+            (
+                "out",
+                ::warp_launch::ParamKind::Array {
+                    dtype: ::warp_launch::DType::FLOAT32,
+                    ndim: ::core::option::Option::Some(2),
+                },
+            ),
+        ])?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -177,17 +181,16 @@ impl Add2d {
         b: &::warp_launch::TypedArray<f32, 2>,
         out: &::warp_launch::TypedArray<f32, 2>,
     ) -> ::warp_launch::Result<()> {
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Array(b.as_array()),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Array(b.as_array()),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// Launches `add2d` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -204,17 +207,16 @@ impl Add2d {
         b: &::warp_launch::TypedArray<f32, 2>,
         out: &::warp_launch::TypedArray<f32, 2>,
     ) -> ::warp_launch::Result<()> {
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::Some(stream),
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Array(b.as_array()),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::Some(stream),
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Array(b.as_array()),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// Checks a launch of `add2d` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -230,16 +232,15 @@ impl Add2d {
         b: &::warp_launch::TypedArray<f32, 2>,
         out: &::warp_launch::TypedArray<f32, 2>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
-        self.0
-            .record_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Array(b.as_array()),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.record_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Array(b.as_array()),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// Launches the backward kernel of `add2d` over `dim`: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_b`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -259,20 +260,19 @@ impl Add2d {
         adj_b: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
         adj_out: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
     ) -> ::warp_launch::Result<()> {
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Adjoint,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Array(b.as_array()),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::from(adj_a),
-                    ::warp_launch::TypedArg::from(adj_b),
-                    ::warp_launch::TypedArg::from(adj_out),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Adjoint,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Array(b.as_array()),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+                ::warp_launch::TypedArg::from(adj_a),
+                ::warp_launch::TypedArg::from(adj_b),
+                ::warp_launch::TypedArg::from(adj_out),
+            ],
+        )
     }
 }
 /// Typed launcher of the Warp kernel `chain_loss` (module `kernels`).
@@ -300,25 +300,22 @@ impl ChainLoss {
     /// `Error::NoSuchKernel` when the module has no kernel `chain_loss`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel
-            .check_signature(
-                &[
-                    (
-                        "y",
-                        ::warp_launch::ParamKind::Array {
-                            dtype: ::warp_launch::DType::FLOAT32,
-                            ndim: ::core::option::Option::Some(1),
-                        },
-                    ),
-                    (
-                        "loss",
-                        ::warp_launch::ParamKind::Array {
-                            dtype: ::warp_launch::DType::FLOAT32,
-                            ndim: ::core::option::Option::Some(1),
-                        },
-                    ),
-                ],
-            )?;
+        kernel.check_signature(&[
+            (
+                "y",
+                ::warp_launch::ParamKind::Array {
+                    dtype: ::warp_launch::DType::FLOAT32,
+                    ndim: ::core::option::Option::Some(1),
+                },
+            ),
+            (
+                "loss",
+                ::warp_launch::ParamKind::Array {
+                    dtype: ::warp_launch::DType::FLOAT32,
+                    ndim: ::core::option::Option::Some(1),
+                },
+            ),
+        ])?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -340,16 +337,15 @@ impl ChainLoss {
         y: &::warp_launch::TypedArray<f32, 1>,
         loss: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Array(y.as_array()),
-                    ::warp_launch::TypedArg::Array(loss.as_array()),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Array(y.as_array()),
+                ::warp_launch::TypedArg::Array(loss.as_array()),
+            ],
+        )
     }
     /// Launches `chain_loss` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -365,16 +361,15 @@ impl ChainLoss {
         y: &::warp_launch::TypedArray<f32, 1>,
         loss: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::Some(stream),
-                &[
-                    ::warp_launch::TypedArg::Array(y.as_array()),
-                    ::warp_launch::TypedArg::Array(loss.as_array()),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::Some(stream),
+            &[
+                ::warp_launch::TypedArg::Array(y.as_array()),
+                ::warp_launch::TypedArg::Array(loss.as_array()),
+            ],
+        )
     }
     /// Checks a launch of `chain_loss` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -389,15 +384,14 @@ impl ChainLoss {
         y: &::warp_launch::TypedArray<f32, 1>,
         loss: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
-        self.0
-            .record_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                &[
-                    ::warp_launch::TypedArg::Array(y.as_array()),
-                    ::warp_launch::TypedArg::Array(loss.as_array()),
-                ],
-            )
+        self.0.record_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            &[
+                ::warp_launch::TypedArg::Array(y.as_array()),
+                ::warp_launch::TypedArg::Array(loss.as_array()),
+            ],
+        )
     }
     /// Launches the backward kernel of `chain_loss` over `dim`: the forward arguments, then one adjoint per parameter (`adj_y`, `adj_loss`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -414,18 +408,17 @@ impl ChainLoss {
         adj_y: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
         adj_loss: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
     ) -> ::warp_launch::Result<()> {
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Adjoint,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Array(y.as_array()),
-                    ::warp_launch::TypedArg::Array(loss.as_array()),
-                    ::warp_launch::TypedArg::from(adj_y),
-                    ::warp_launch::TypedArg::from(adj_loss),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Adjoint,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Array(y.as_array()),
+                ::warp_launch::TypedArg::Array(loss.as_array()),
+                ::warp_launch::TypedArg::from(adj_y),
+                ::warp_launch::TypedArg::from(adj_loss),
+            ],
+        )
     }
 }
 /// Typed launcher of the Warp kernel `chain_sin` (module `kernels`).
@@ -454,29 +447,26 @@ impl ChainSin {
     /// `Error::NoSuchKernel` when the module has no kernel `chain_sin`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel
-            .check_signature(
-                &[
-                    (
-                        "x",
-                        ::warp_launch::ParamKind::Array {
-                            dtype: ::warp_launch::DType::FLOAT32,
-                            ndim: ::core::option::Option::Some(1),
-                        },
-                    ),
-                    (
-                        "a",
-                        ::warp_launch::ParamKind::Value(::warp_launch::DType::FLOAT32),
-                    ),
-                    (
-                        "y",
-                        ::warp_launch::ParamKind::Array {
-                            dtype: ::warp_launch::DType::FLOAT32,
-                            ndim: ::core::option::Option::Some(1),
-                        },
-                    ),
-                ],
-            )?;
+        kernel.check_signature(&[
+            (
+                "x",
+                ::warp_launch::ParamKind::Array {
+                    dtype: ::warp_launch::DType::FLOAT32,
+                    ndim: ::core::option::Option::Some(1),
+                },
+            ),
+            (
+                "a",
+                ::warp_launch::ParamKind::Value(::warp_launch::DType::FLOAT32),
+            ),
+            (
+                "y",
+                ::warp_launch::ParamKind::Array {
+                    dtype: ::warp_launch::DType::FLOAT32,
+                    ndim: ::core::option::Option::Some(1),
+                },
+            ),
+        ])?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -500,17 +490,16 @@ impl ChainSin {
         y: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
         let a = a.to_le_bytes();
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Array(x.as_array()),
-                    ::warp_launch::TypedArg::Value(&a),
-                    ::warp_launch::TypedArg::Array(y.as_array()),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Array(x.as_array()),
+                ::warp_launch::TypedArg::Value(&a),
+                ::warp_launch::TypedArg::Array(y.as_array()),
+            ],
+        )
     }
     /// Launches `chain_sin` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -528,17 +517,16 @@ impl ChainSin {
         y: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
         let a = a.to_le_bytes();
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::Some(stream),
-                &[
-                    ::warp_launch::TypedArg::Array(x.as_array()),
-                    ::warp_launch::TypedArg::Value(&a),
-                    ::warp_launch::TypedArg::Array(y.as_array()),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::Some(stream),
+            &[
+                ::warp_launch::TypedArg::Array(x.as_array()),
+                ::warp_launch::TypedArg::Value(&a),
+                ::warp_launch::TypedArg::Array(y.as_array()),
+            ],
+        )
     }
     /// Checks a launch of `chain_sin` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -555,16 +543,15 @@ impl ChainSin {
         y: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
         let a = a.to_le_bytes();
-        self.0
-            .record_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                &[
-                    ::warp_launch::TypedArg::Array(x.as_array()),
-                    ::warp_launch::TypedArg::Value(&a),
-                    ::warp_launch::TypedArg::Array(y.as_array()),
-                ],
-            )
+        self.0.record_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            &[
+                ::warp_launch::TypedArg::Array(x.as_array()),
+                ::warp_launch::TypedArg::Value(&a),
+                ::warp_launch::TypedArg::Array(y.as_array()),
+            ],
+        )
     }
     /// Launches the backward kernel of `chain_sin` over `dim`: the forward arguments, then one adjoint per parameter (`adj_x`, `adj_a`, `adj_y`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -586,20 +573,19 @@ impl ChainSin {
     ) -> ::warp_launch::Result<()> {
         let a = a.to_le_bytes();
         let adj_a = adj_a.to_le_bytes();
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Adjoint,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Array(x.as_array()),
-                    ::warp_launch::TypedArg::Value(&a),
-                    ::warp_launch::TypedArg::Array(y.as_array()),
-                    ::warp_launch::TypedArg::from(adj_x),
-                    ::warp_launch::TypedArg::Value(&adj_a),
-                    ::warp_launch::TypedArg::from(adj_y),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Adjoint,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Array(x.as_array()),
+                ::warp_launch::TypedArg::Value(&a),
+                ::warp_launch::TypedArg::Array(y.as_array()),
+                ::warp_launch::TypedArg::from(adj_x),
+                ::warp_launch::TypedArg::Value(&adj_a),
+                ::warp_launch::TypedArg::from(adj_y),
+            ],
+        )
     }
 }
 /// Typed launcher of the Warp kernel `count_visits` (module `kernels`).
@@ -626,18 +612,13 @@ impl CountVisits {
     /// `Error::NoSuchKernel` when the module has no kernel `count_visits`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel
-            .check_signature(
-                &[
-                    (
-                        "count",
-                        ::warp_launch::ParamKind::Array {
-                            dtype: ::warp_launch::DType::INT32,
-                            ndim: ::core::option::Option::Some(1),
-                        },
-                    ),
-                ],
-            )?;
+        kernel.check_signature(&[(
+            "count",
+            ::warp_launch::ParamKind::Array {
+                dtype: ::warp_launch::DType::INT32,
+                ndim: ::core::option::Option::Some(1),
+            },
+        )])?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -658,13 +639,12 @@ impl CountVisits {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         count: &::warp_launch::TypedArray<i32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::None,
-                &[::warp_launch::TypedArg::Array(count.as_array())],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::None,
+            &[::warp_launch::TypedArg::Array(count.as_array())],
+        )
     }
     /// Launches `count_visits` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -679,13 +659,12 @@ impl CountVisits {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         count: &::warp_launch::TypedArray<i32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::Some(stream),
-                &[::warp_launch::TypedArg::Array(count.as_array())],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::Some(stream),
+            &[::warp_launch::TypedArg::Array(count.as_array())],
+        )
     }
     /// Checks a launch of `count_visits` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -699,12 +678,11 @@ impl CountVisits {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         count: &::warp_launch::TypedArray<i32, 1>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
-        self.0
-            .record_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                &[::warp_launch::TypedArg::Array(count.as_array())],
-            )
+        self.0.record_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            &[::warp_launch::TypedArg::Array(count.as_array())],
+        )
     }
     /// Launches the backward kernel of `count_visits` over `dim`: the forward arguments, then one adjoint per parameter (`adj_count`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -719,16 +697,15 @@ impl CountVisits {
         count: &::warp_launch::TypedArray<i32, 1>,
         adj_count: ::core::option::Option<&::warp_launch::TypedArray<i32, 1>>,
     ) -> ::warp_launch::Result<()> {
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Adjoint,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Array(count.as_array()),
-                    ::warp_launch::TypedArg::from(adj_count),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Adjoint,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Array(count.as_array()),
+                ::warp_launch::TypedArg::from(adj_count),
+            ],
+        )
     }
 }
 /// Typed launcher of the Warp kernel `index4d` (module `kernels`).
@@ -755,18 +732,13 @@ impl Index4d {
     /// `Error::NoSuchKernel` when the module has no kernel `index4d`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel
-            .check_signature(
-                &[
-                    (
-                        "out",
-                        ::warp_launch::ParamKind::Array {
-                            dtype: ::warp_launch::DType::INT32,
-                            ndim: ::core::option::Option::Some(4),
-                        },
-                    ),
-                ],
-            )?;
+        kernel.check_signature(&[(
+            "out",
+            ::warp_launch::ParamKind::Array {
+                dtype: ::warp_launch::DType::INT32,
+                ndim: ::core::option::Option::Some(4),
+            },
+        )])?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -787,13 +759,12 @@ impl Index4d {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         out: &::warp_launch::TypedArray<i32, 4>,
     ) -> ::warp_launch::Result<()> {
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::None,
-                &[::warp_launch::TypedArg::Array(out.as_array())],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::None,
+            &[::warp_launch::TypedArg::Array(out.as_array())],
+        )
     }
     /// Launches `index4d` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -808,13 +779,12 @@ impl Index4d {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         out: &::warp_launch::TypedArray<i32, 4>,
     ) -> ::warp_launch::Result<()> {
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::Some(stream),
-                &[::warp_launch::TypedArg::Array(out.as_array())],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::Some(stream),
+            &[::warp_launch::TypedArg::Array(out.as_array())],
+        )
     }
     /// Checks a launch of `index4d` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -828,12 +798,11 @@ impl Index4d {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         out: &::warp_launch::TypedArray<i32, 4>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
-        self.0
-            .record_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                &[::warp_launch::TypedArg::Array(out.as_array())],
-            )
+        self.0.record_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            &[::warp_launch::TypedArg::Array(out.as_array())],
+        )
     }
     /// Launches the backward kernel of `index4d` over `dim`: the forward arguments, then one adjoint per parameter (`adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -848,16 +817,15 @@ impl Index4d {
         out: &::warp_launch::TypedArray<i32, 4>,
         adj_out: ::core::option::Option<&::warp_launch::TypedArray<i32, 4>>,
     ) -> ::warp_launch::Result<()> {
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Adjoint,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::from(adj_out),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Adjoint,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Array(out.as_array()),
+                ::warp_launch::TypedArg::from(adj_out),
+            ],
+        )
     }
 }
 /// Typed launcher of the Warp kernel `lean_fill` (module `kernels`).
@@ -887,22 +855,19 @@ impl LeanFill {
     /// `Error::NoSuchKernel` when the module has no kernel `lean_fill`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel
-            .check_signature(
-                &[
-                    (
-                        "value",
-                        ::warp_launch::ParamKind::Value(::warp_launch::DType::INT32),
-                    ),
-                    (
-                        "out",
-                        ::warp_launch::ParamKind::Array {
-                            dtype: ::warp_launch::DType::INT32,
-                            ndim: ::core::option::Option::Some(2),
-                        },
-                    ),
-                ],
-            )?;
+        kernel.check_signature(&[
+            (
+                "value",
+                ::warp_launch::ParamKind::Value(::warp_launch::DType::INT32),
+            ),
+            (
+                "out",
+                ::warp_launch::ParamKind::Array {
+                    dtype: ::warp_launch::DType::INT32,
+                    ndim: ::core::option::Option::Some(2),
+                },
+            ),
+        ])?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -925,16 +890,15 @@ impl LeanFill {
         out: &::warp_launch::TypedArray<i32, 2>,
     ) -> ::warp_launch::Result<()> {
         let value = value.to_le_bytes();
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Value(&value),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Value(&value),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// Launches `lean_fill` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -951,16 +915,15 @@ impl LeanFill {
         out: &::warp_launch::TypedArray<i32, 2>,
     ) -> ::warp_launch::Result<()> {
         let value = value.to_le_bytes();
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::Some(stream),
-                &[
-                    ::warp_launch::TypedArg::Value(&value),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::Some(stream),
+            &[
+                ::warp_launch::TypedArg::Value(&value),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// Checks a launch of `lean_fill` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -976,15 +939,14 @@ impl LeanFill {
         out: &::warp_launch::TypedArray<i32, 2>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
         let value = value.to_le_bytes();
-        self.0
-            .record_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                &[
-                    ::warp_launch::TypedArg::Value(&value),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.record_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            &[
+                ::warp_launch::TypedArg::Value(&value),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// Launches the backward kernel of `lean_fill` over `dim`: the forward arguments, then one adjoint per parameter (`adj_value`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -1003,18 +965,17 @@ impl LeanFill {
     ) -> ::warp_launch::Result<()> {
         let value = value.to_le_bytes();
         let adj_value = adj_value.to_le_bytes();
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Adjoint,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Value(&value),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::Value(&adj_value),
-                    ::warp_launch::TypedArg::from(adj_out),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Adjoint,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Value(&value),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+                ::warp_launch::TypedArg::Value(&adj_value),
+                ::warp_launch::TypedArg::from(adj_out),
+            ],
+        )
     }
 }
 /// Typed launcher of the Warp kernel `normalize_scale` (module `kernels`).
@@ -1043,29 +1004,26 @@ impl NormalizeScale {
     /// `Error::NoSuchKernel` when the module has no kernel `normalize_scale`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel
-            .check_signature(
-                &[
-                    (
-                        "v",
-                        ::warp_launch::ParamKind::Array {
-                            dtype: ::warp_launch::DType::VEC3F,
-                            ndim: ::core::option::Option::Some(1),
-                        },
-                    ),
-                    (
-                        "s",
-                        ::warp_launch::ParamKind::Value(::warp_launch::DType::FLOAT32),
-                    ),
-                    (
-                        "out",
-                        ::warp_launch::ParamKind::Array {
-                            dtype: ::warp_launch::DType::VEC3F,
-                            ndim: ::core::option::Option::Some(1),
-                        },
-                    ),
-                ],
-            )?;
+        kernel.check_signature(&[
+            (
+                "v",
+                ::warp_launch::ParamKind::Array {
+                    dtype: ::warp_launch::DType::VEC3F,
+                    ndim: ::core::option::Option::Some(1),
+                },
+            ),
+            (
+                "s",
+                ::warp_launch::ParamKind::Value(::warp_launch::DType::FLOAT32),
+            ),
+            (
+                "out",
+                ::warp_launch::ParamKind::Array {
+                    dtype: ::warp_launch::DType::VEC3F,
+                    ndim: ::core::option::Option::Some(1),
+                },
+            ),
+        ])?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -1089,17 +1047,16 @@ impl NormalizeScale {
         out: &::warp_launch::TypedArray<[f32; 3], 1>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Array(v.as_array()),
-                    ::warp_launch::TypedArg::Value(&s),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Array(v.as_array()),
+                ::warp_launch::TypedArg::Value(&s),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// Launches `normalize_scale` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -1117,17 +1074,16 @@ impl NormalizeScale {
         out: &::warp_launch::TypedArray<[f32; 3], 1>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::Some(stream),
-                &[
-                    ::warp_launch::TypedArg::Array(v.as_array()),
-                    ::warp_launch::TypedArg::Value(&s),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::Some(stream),
+            &[
+                ::warp_launch::TypedArg::Array(v.as_array()),
+                ::warp_launch::TypedArg::Value(&s),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// Checks a launch of `normalize_scale` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -1144,16 +1100,15 @@ impl NormalizeScale {
         out: &::warp_launch::TypedArray<[f32; 3], 1>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
         let s = s.to_le_bytes();
-        self.0
-            .record_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                &[
-                    ::warp_launch::TypedArg::Array(v.as_array()),
-                    ::warp_launch::TypedArg::Value(&s),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.record_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            &[
+                ::warp_launch::TypedArg::Array(v.as_array()),
+                ::warp_launch::TypedArg::Value(&s),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// Launches the backward kernel of `normalize_scale` over `dim`: the forward arguments, then one adjoint per parameter (`adj_v`, `adj_s`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -1175,20 +1130,19 @@ impl NormalizeScale {
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
         let adj_s = adj_s.to_le_bytes();
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Adjoint,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Array(v.as_array()),
-                    ::warp_launch::TypedArg::Value(&s),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::from(adj_v),
-                    ::warp_launch::TypedArg::Value(&adj_s),
-                    ::warp_launch::TypedArg::from(adj_out),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Adjoint,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Array(v.as_array()),
+                ::warp_launch::TypedArg::Value(&s),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+                ::warp_launch::TypedArg::from(adj_v),
+                ::warp_launch::TypedArg::Value(&adj_s),
+                ::warp_launch::TypedArg::from(adj_out),
+            ],
+        )
     }
 }
 /// Typed launcher of the Warp kernel `saxpy` (module `kernels`).
@@ -1217,29 +1171,26 @@ impl Saxpy {
     /// `Error::NoSuchKernel` when the module has no kernel `saxpy`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel
-            .check_signature(
-                &[
-                    (
-                        "a",
-                        ::warp_launch::ParamKind::Value(::warp_launch::DType::FLOAT32),
-                    ),
-                    (
-                        "x",
-                        ::warp_launch::ParamKind::Array {
-                            dtype: ::warp_launch::DType::FLOAT32,
-                            ndim: ::core::option::Option::Some(1),
-                        },
-                    ),
-                    (
-                        "y",
-                        ::warp_launch::ParamKind::Array {
-                            dtype: ::warp_launch::DType::FLOAT32,
-                            ndim: ::core::option::Option::Some(1),
-                        },
-                    ),
-                ],
-            )?;
+        kernel.check_signature(&[
+            (
+                "a",
+                ::warp_launch::ParamKind::Value(::warp_launch::DType::FLOAT32),
+            ),
+            (
+                "x",
+                ::warp_launch::ParamKind::Array {
+                    dtype: ::warp_launch::DType::FLOAT32,
+                    ndim: ::core::option::Option::Some(1),
+                },
+            ),
+            (
+                "y",
+                ::warp_launch::ParamKind::Array {
+                    dtype: ::warp_launch::DType::FLOAT32,
+                    ndim: ::core::option::Option::Some(1),
+                },
+            ),
+        ])?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -1263,17 +1214,16 @@ impl Saxpy {
         y: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
         let a = a.to_le_bytes();
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Value(&a),
-                    ::warp_launch::TypedArg::Array(x.as_array()),
-                    ::warp_launch::TypedArg::Array(y.as_array()),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Value(&a),
+                ::warp_launch::TypedArg::Array(x.as_array()),
+                ::warp_launch::TypedArg::Array(y.as_array()),
+            ],
+        )
     }
     /// Launches `saxpy` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -1291,17 +1241,16 @@ impl Saxpy {
         y: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
         let a = a.to_le_bytes();
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::Some(stream),
-                &[
-                    ::warp_launch::TypedArg::Value(&a),
-                    ::warp_launch::TypedArg::Array(x.as_array()),
-                    ::warp_launch::TypedArg::Array(y.as_array()),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::Some(stream),
+            &[
+                ::warp_launch::TypedArg::Value(&a),
+                ::warp_launch::TypedArg::Array(x.as_array()),
+                ::warp_launch::TypedArg::Array(y.as_array()),
+            ],
+        )
     }
     /// Checks a launch of `saxpy` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -1318,16 +1267,15 @@ impl Saxpy {
         y: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
         let a = a.to_le_bytes();
-        self.0
-            .record_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                &[
-                    ::warp_launch::TypedArg::Value(&a),
-                    ::warp_launch::TypedArg::Array(x.as_array()),
-                    ::warp_launch::TypedArg::Array(y.as_array()),
-                ],
-            )
+        self.0.record_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            &[
+                ::warp_launch::TypedArg::Value(&a),
+                ::warp_launch::TypedArg::Array(x.as_array()),
+                ::warp_launch::TypedArg::Array(y.as_array()),
+            ],
+        )
     }
     /// Launches the backward kernel of `saxpy` over `dim`: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_x`, `adj_y`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -1349,20 +1297,19 @@ impl Saxpy {
     ) -> ::warp_launch::Result<()> {
         let a = a.to_le_bytes();
         let adj_a = adj_a.to_le_bytes();
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Adjoint,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Value(&a),
-                    ::warp_launch::TypedArg::Array(x.as_array()),
-                    ::warp_launch::TypedArg::Array(y.as_array()),
-                    ::warp_launch::TypedArg::Value(&adj_a),
-                    ::warp_launch::TypedArg::from(adj_x),
-                    ::warp_launch::TypedArg::from(adj_y),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Adjoint,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Value(&a),
+                ::warp_launch::TypedArg::Array(x.as_array()),
+                ::warp_launch::TypedArg::Array(y.as_array()),
+                ::warp_launch::TypedArg::Value(&adj_a),
+                ::warp_launch::TypedArg::from(adj_x),
+                ::warp_launch::TypedArg::from(adj_y),
+            ],
+        )
     }
 }
 /// Typed launcher of the Warp kernel `transform` (module `kernels`).
@@ -1392,33 +1339,33 @@ impl Transform {
     /// `Error::NoSuchKernel` when the module has no kernel `transform`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel
-            .check_signature(
-                &[
-                    ("m", ::warp_launch::ParamKind::Value(::warp_launch::DType::MAT33F)),
-                    (
-                        "t",
-                        ::warp_launch::ParamKind::Array {
-                            dtype: ::warp_launch::DType::MAT33F,
-                            ndim: ::core::option::Option::Some(1),
-                        },
-                    ),
-                    (
-                        "v",
-                        ::warp_launch::ParamKind::Array {
-                            dtype: ::warp_launch::DType::VEC3F,
-                            ndim: ::core::option::Option::Some(1),
-                        },
-                    ),
-                    (
-                        "out",
-                        ::warp_launch::ParamKind::Array {
-                            dtype: ::warp_launch::DType::VEC3F,
-                            ndim: ::core::option::Option::Some(1),
-                        },
-                    ),
-                ],
-            )?;
+        kernel.check_signature(&[
+            (
+                "m",
+                ::warp_launch::ParamKind::Value(::warp_launch::DType::MAT33F),
+            ),
+            (
+                "t",
+                ::warp_launch::ParamKind::Array {
+                    dtype: ::warp_launch::DType::MAT33F,
+                    ndim: ::core::option::Option::Some(1),
+                },
+            ),
+            (
+                "v",
+                ::warp_launch::ParamKind::Array {
+                    dtype: ::warp_launch::DType::VEC3F,
+                    ndim: ::core::option::Option::Some(1),
+                },
+            ),
+            (
+                "out",
+                ::warp_launch::ParamKind::Array {
+                    dtype: ::warp_launch::DType::VEC3F,
+                    ndim: ::core::option::Option::Some(1),
+                },
+            ),
+        ])?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -1443,18 +1390,17 @@ impl Transform {
         out: &::warp_launch::TypedArray<[f32; 3], 1>,
     ) -> ::warp_launch::Result<()> {
         let m = m.map(|row| row.map(f32::to_le_bytes));
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Value(m.as_flattened().as_flattened()),
-                    ::warp_launch::TypedArg::Array(t.as_array()),
-                    ::warp_launch::TypedArg::Array(v.as_array()),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Value(m.as_flattened().as_flattened()),
+                ::warp_launch::TypedArg::Array(t.as_array()),
+                ::warp_launch::TypedArg::Array(v.as_array()),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// Launches `transform` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -1473,18 +1419,17 @@ impl Transform {
         out: &::warp_launch::TypedArray<[f32; 3], 1>,
     ) -> ::warp_launch::Result<()> {
         let m = m.map(|row| row.map(f32::to_le_bytes));
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::Some(stream),
-                &[
-                    ::warp_launch::TypedArg::Value(m.as_flattened().as_flattened()),
-                    ::warp_launch::TypedArg::Array(t.as_array()),
-                    ::warp_launch::TypedArg::Array(v.as_array()),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::Some(stream),
+            &[
+                ::warp_launch::TypedArg::Value(m.as_flattened().as_flattened()),
+                ::warp_launch::TypedArg::Array(t.as_array()),
+                ::warp_launch::TypedArg::Array(v.as_array()),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// Checks a launch of `transform` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -1502,17 +1447,16 @@ impl Transform {
         out: &::warp_launch::TypedArray<[f32; 3], 1>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
         let m = m.map(|row| row.map(f32::to_le_bytes));
-        self.0
-            .record_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                &[
-                    ::warp_launch::TypedArg::Value(m.as_flattened().as_flattened()),
-                    ::warp_launch::TypedArg::Array(t.as_array()),
-                    ::warp_launch::TypedArg::Array(v.as_array()),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.record_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            &[
+                ::warp_launch::TypedArg::Value(m.as_flattened().as_flattened()),
+                ::warp_launch::TypedArg::Array(t.as_array()),
+                ::warp_launch::TypedArg::Array(v.as_array()),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// Launches the backward kernel of `transform` over `dim`: the forward arguments, then one adjoint per parameter (`adj_m`, `adj_t`, `adj_v`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -1536,22 +1480,21 @@ impl Transform {
     ) -> ::warp_launch::Result<()> {
         let m = m.map(|row| row.map(f32::to_le_bytes));
         let adj_m = adj_m.map(|row| row.map(f32::to_le_bytes));
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Adjoint,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Value(m.as_flattened().as_flattened()),
-                    ::warp_launch::TypedArg::Array(t.as_array()),
-                    ::warp_launch::TypedArg::Array(v.as_array()),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::Value(adj_m.as_flattened().as_flattened()),
-                    ::warp_launch::TypedArg::from(adj_t),
-                    ::warp_launch::TypedArg::from(adj_v),
-                    ::warp_launch::TypedArg::from(adj_out),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Adjoint,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Value(m.as_flattened().as_flattened()),
+                ::warp_launch::TypedArg::Array(t.as_array()),
+                ::warp_launch::TypedArg::Array(v.as_array()),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+                ::warp_launch::TypedArg::Value(adj_m.as_flattened().as_flattened()),
+                ::warp_launch::TypedArg::from(adj_t),
+                ::warp_launch::TypedArg::from(adj_v),
+                ::warp_launch::TypedArg::from(adj_out),
+            ],
+        )
     }
 }
 /// Typed launcher of the Warp kernel `use_struct` (module `kernels`).
@@ -1580,31 +1523,26 @@ impl UseStruct {
     /// `Error::NoSuchKernel` when the module has no kernel `use_struct`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel
-            .check_signature(
-                &[
-                    (
-                        "p",
-                        ::warp_launch::ParamKind::Struct(
-                            ::std::sync::Arc::new(Params::warp_type()),
-                        ),
-                    ),
-                    (
-                        "x",
-                        ::warp_launch::ParamKind::Array {
-                            dtype: ::warp_launch::DType::VEC3F,
-                            ndim: ::core::option::Option::Some(1),
-                        },
-                    ),
-                    (
-                        "out",
-                        ::warp_launch::ParamKind::Array {
-                            dtype: ::warp_launch::DType::VEC3F,
-                            ndim: ::core::option::Option::Some(1),
-                        },
-                    ),
-                ],
-            )?;
+        kernel.check_signature(&[
+            (
+                "p",
+                ::warp_launch::ParamKind::Struct(::std::sync::Arc::new(Params::warp_type())),
+            ),
+            (
+                "x",
+                ::warp_launch::ParamKind::Array {
+                    dtype: ::warp_launch::DType::VEC3F,
+                    ndim: ::core::option::Option::Some(1),
+                },
+            ),
+            (
+                "out",
+                ::warp_launch::ParamKind::Array {
+                    dtype: ::warp_launch::DType::VEC3F,
+                    ndim: ::core::option::Option::Some(1),
+                },
+            ),
+        ])?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -1627,17 +1565,16 @@ impl UseStruct {
         x: &::warp_launch::TypedArray<[f32; 3], 1>,
         out: &::warp_launch::TypedArray<[f32; 3], 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::of_struct(p),
-                    ::warp_launch::TypedArg::Array(x.as_array()),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::of_struct(p),
+                ::warp_launch::TypedArg::Array(x.as_array()),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// Launches `use_struct` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -1654,17 +1591,16 @@ impl UseStruct {
         x: &::warp_launch::TypedArray<[f32; 3], 1>,
         out: &::warp_launch::TypedArray<[f32; 3], 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::Some(stream),
-                &[
-                    ::warp_launch::TypedArg::of_struct(p),
-                    ::warp_launch::TypedArg::Array(x.as_array()),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::Some(stream),
+            &[
+                ::warp_launch::TypedArg::of_struct(p),
+                ::warp_launch::TypedArg::Array(x.as_array()),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// Checks a launch of `use_struct` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -1680,16 +1616,15 @@ impl UseStruct {
         x: &::warp_launch::TypedArray<[f32; 3], 1>,
         out: &::warp_launch::TypedArray<[f32; 3], 1>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
-        self.0
-            .record_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                &[
-                    ::warp_launch::TypedArg::of_struct(p),
-                    ::warp_launch::TypedArg::Array(x.as_array()),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.record_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            &[
+                ::warp_launch::TypedArg::of_struct(p),
+                ::warp_launch::TypedArg::Array(x.as_array()),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// Launches the backward kernel of `use_struct` over `dim`: the forward arguments, then one adjoint per parameter (`adj_p`, `adj_x`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -1709,19 +1644,18 @@ impl UseStruct {
         adj_x: ::core::option::Option<&::warp_launch::TypedArray<[f32; 3], 1>>,
         adj_out: ::core::option::Option<&::warp_launch::TypedArray<[f32; 3], 1>>,
     ) -> ::warp_launch::Result<()> {
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Adjoint,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::of_struct(p),
-                    ::warp_launch::TypedArg::Array(x.as_array()),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::of_struct(adj_p),
-                    ::warp_launch::TypedArg::from(adj_x),
-                    ::warp_launch::TypedArg::from(adj_out),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Adjoint,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::of_struct(p),
+                ::warp_launch::TypedArg::Array(x.as_array()),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+                ::warp_launch::TypedArg::of_struct(adj_p),
+                ::warp_launch::TypedArg::from(adj_x),
+                ::warp_launch::TypedArg::from(adj_out),
+            ],
+        )
     }
 }

@@ -68,25 +68,22 @@ impl RowSums {
     /// `Error::NoSuchKernel` when the module has no kernel `row_sums`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel
-            .check_signature(
-                &[
-                    (
-                        "a",
-                        ::warp_launch::ParamKind::Array {
-                            dtype: ::warp_launch::DType::FLOAT32,
-                            ndim: ::core::option::Option::Some(2),
-                        },
-                    ),
-                    (
-                        "out",
-                        ::warp_launch::ParamKind::Array {
-                            dtype: ::warp_launch::DType::FLOAT32,
-                            ndim: ::core::option::Option::Some(1),
-                        },
-                    ),
-                ],
-            )?;
+        kernel.check_signature(&[
+            (
+                "a",
+                ::warp_launch::ParamKind::Array {
+                    dtype: ::warp_launch::DType::FLOAT32,
+                    ndim: ::core::option::Option::Some(2),
+                },
+            ),
+            (
+                "out",
+                ::warp_launch::ParamKind::Array {
+                    dtype: ::warp_launch::DType::FLOAT32,
+                    ndim: ::core::option::Option::Some(1),
+                },
+            ),
+        ])?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -108,16 +105,15 @@ impl RowSums {
         a: &::warp_launch::TypedArray<f32, 2>,
         out: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// Launches `row_sums` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -133,16 +129,15 @@ impl RowSums {
         a: &::warp_launch::TypedArray<f32, 2>,
         out: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::Some(stream),
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::Some(stream),
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// Checks a launch of `row_sums` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -157,15 +152,14 @@ impl RowSums {
         a: &::warp_launch::TypedArray<f32, 2>,
         out: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
-        self.0
-            .record_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.record_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// Launches the backward kernel of `row_sums` over `dim`: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -182,18 +176,17 @@ impl RowSums {
         adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
         adj_out: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
     ) -> ::warp_launch::Result<()> {
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Adjoint,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::from(adj_a),
-                    ::warp_launch::TypedArg::from(adj_out),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Adjoint,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+                ::warp_launch::TypedArg::from(adj_a),
+                ::warp_launch::TypedArg::from(adj_out),
+            ],
+        )
     }
     /// Launches `row_sums` as Warp's `wp.launch_tiled(row_sums, dim, inputs=[a, out])`: the module's block size (64) is appended to `dim` as one more extent, so each block of threads works on one tile.
     ///
@@ -208,16 +201,15 @@ impl RowSums {
         a: &::warp_launch::TypedArray<f32, 2>,
         out: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0
-            .launch_tiled_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.launch_tiled_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// `launch_tiled` on `stream`, which must belong to the arrays' device.
     ///
@@ -233,16 +225,15 @@ impl RowSums {
         a: &::warp_launch::TypedArray<f32, 2>,
         out: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0
-            .launch_tiled_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::Some(stream),
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.launch_tiled_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::Some(stream),
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// The backward kernel of `row_sums`, launched tiled as `launch_tiled` launches the forward one: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -259,18 +250,17 @@ impl RowSums {
         adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
         adj_out: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
     ) -> ::warp_launch::Result<()> {
-        self.0
-            .launch_tiled_args(
-                ::warp_launch::Pass::Adjoint,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::from(adj_a),
-                    ::warp_launch::TypedArg::from(adj_out),
-                ],
-            )
+        self.0.launch_tiled_args(
+            ::warp_launch::Pass::Adjoint,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+                ::warp_launch::TypedArg::from(adj_a),
+                ::warp_launch::TypedArg::from(adj_out),
+            ],
+        )
     }
     /// The backward kernel of `row_sums` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -294,18 +284,17 @@ impl RowSums {
     ) -> ::warp_launch::Result<()> {
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
-            self.0
-                .launch_args_unchecked(
-                    ::warp_launch::Pass::Adjoint,
-                    dim,
-                    stream,
-                    &[
-                        ::warp_launch::TypedArg::Array(a.as_array()),
-                        ::warp_launch::TypedArg::Array(out.as_array()),
-                        ::warp_launch::TypedArg::from(adj_a),
-                        ::warp_launch::TypedArg::from(adj_out),
-                    ],
-                )
+            self.0.launch_args_unchecked(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                stream,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
+                    ::warp_launch::TypedArg::from(adj_out),
+                ],
+            )
         }
     }
     /// The backward kernel of `row_sums`, launched tiled, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
@@ -330,18 +319,17 @@ impl RowSums {
     ) -> ::warp_launch::Result<()> {
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
-            self.0
-                .launch_tiled_args_unchecked(
-                    ::warp_launch::Pass::Adjoint,
-                    dim,
-                    stream,
-                    &[
-                        ::warp_launch::TypedArg::Array(a.as_array()),
-                        ::warp_launch::TypedArg::Array(out.as_array()),
-                        ::warp_launch::TypedArg::from(adj_a),
-                        ::warp_launch::TypedArg::from(adj_out),
-                    ],
-                )
+            self.0.launch_tiled_args_unchecked(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                stream,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
+                    ::warp_launch::TypedArg::from(adj_out),
+                ],
+            )
         }
     }
 }
@@ -373,29 +361,26 @@ impl ScaleShared {
     /// `Error::NoSuchKernel` when the module has no kernel `scale_shared`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel
-            .check_signature(
-                &[
-                    (
-                        "a",
-                        ::warp_launch::ParamKind::Array {
-                            dtype: ::warp_launch::DType::FLOAT32,
-                            ndim: ::core::option::Option::Some(2),
-                        },
-                    ),
-                    (
-                        "s",
-                        ::warp_launch::ParamKind::Value(::warp_launch::DType::FLOAT32),
-                    ),
-                    (
-                        "out",
-                        ::warp_launch::ParamKind::Array {
-                            dtype: ::warp_launch::DType::FLOAT32,
-                            ndim: ::core::option::Option::Some(2),
-                        },
-                    ),
-                ],
-            )?;
+        kernel.check_signature(&[
+            (
+                "a",
+                ::warp_launch::ParamKind::Array {
+                    dtype: ::warp_launch::DType::FLOAT32,
+                    ndim: ::core::option::Option::Some(2),
+                },
+            ),
+            (
+                "s",
+                ::warp_launch::ParamKind::Value(::warp_launch::DType::FLOAT32),
+            ),
+            (
+                "out",
+                ::warp_launch::ParamKind::Array {
+                    dtype: ::warp_launch::DType::FLOAT32,
+                    ndim: ::core::option::Option::Some(2),
+                },
+            ),
+        ])?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -419,17 +404,16 @@ impl ScaleShared {
         out: &::warp_launch::TypedArray<f32, 2>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Value(&s),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Value(&s),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// Launches `scale_shared` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -447,17 +431,16 @@ impl ScaleShared {
         out: &::warp_launch::TypedArray<f32, 2>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::Some(stream),
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Value(&s),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::Some(stream),
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Value(&s),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// Checks a launch of `scale_shared` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -474,16 +457,15 @@ impl ScaleShared {
         out: &::warp_launch::TypedArray<f32, 2>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
         let s = s.to_le_bytes();
-        self.0
-            .record_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Value(&s),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.record_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Value(&s),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// Launches the backward kernel of `scale_shared` over `dim`: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -505,20 +487,19 @@ impl ScaleShared {
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
         let adj_s = adj_s.to_le_bytes();
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Adjoint,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Value(&s),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::from(adj_a),
-                    ::warp_launch::TypedArg::Value(&adj_s),
-                    ::warp_launch::TypedArg::from(adj_out),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Adjoint,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Value(&s),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+                ::warp_launch::TypedArg::from(adj_a),
+                ::warp_launch::TypedArg::Value(&adj_s),
+                ::warp_launch::TypedArg::from(adj_out),
+            ],
+        )
     }
     /// Launches `scale_shared` as Warp's `wp.launch_tiled(scale_shared, dim, inputs=[a, s, out])`: the module's block size (64) is appended to `dim` as one more extent, so each block of threads works on one tile.
     ///
@@ -535,17 +516,16 @@ impl ScaleShared {
         out: &::warp_launch::TypedArray<f32, 2>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
-        self.0
-            .launch_tiled_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Value(&s),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.launch_tiled_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Value(&s),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// `launch_tiled` on `stream`, which must belong to the arrays' device.
     ///
@@ -563,17 +543,16 @@ impl ScaleShared {
         out: &::warp_launch::TypedArray<f32, 2>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
-        self.0
-            .launch_tiled_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::Some(stream),
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Value(&s),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.launch_tiled_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::Some(stream),
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Value(&s),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// The backward kernel of `scale_shared`, launched tiled as `launch_tiled` launches the forward one: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -595,20 +574,19 @@ impl ScaleShared {
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
         let adj_s = adj_s.to_le_bytes();
-        self.0
-            .launch_tiled_args(
-                ::warp_launch::Pass::Adjoint,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Value(&s),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::from(adj_a),
-                    ::warp_launch::TypedArg::Value(&adj_s),
-                    ::warp_launch::TypedArg::from(adj_out),
-                ],
-            )
+        self.0.launch_tiled_args(
+            ::warp_launch::Pass::Adjoint,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Value(&s),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+                ::warp_launch::TypedArg::from(adj_a),
+                ::warp_launch::TypedArg::Value(&adj_s),
+                ::warp_launch::TypedArg::from(adj_out),
+            ],
+        )
     }
     /// Launches `scale_shared` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
     ///
@@ -632,17 +610,16 @@ impl ScaleShared {
         let s = s.to_le_bytes();
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
-            self.0
-                .launch_args_unchecked(
-                    ::warp_launch::Pass::Forward,
-                    dim,
-                    stream,
-                    &[
-                        ::warp_launch::TypedArg::Array(a.as_array()),
-                        ::warp_launch::TypedArg::Value(&s),
-                        ::warp_launch::TypedArg::Array(out.as_array()),
-                    ],
-                )
+            self.0.launch_args_unchecked(
+                ::warp_launch::Pass::Forward,
+                dim,
+                stream,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Value(&s),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
         }
     }
     /// `launch_tiled` without the kernel's access rules, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`); see `launch_unchecked`.
@@ -667,17 +644,16 @@ impl ScaleShared {
         let s = s.to_le_bytes();
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
-            self.0
-                .launch_tiled_args_unchecked(
-                    ::warp_launch::Pass::Forward,
-                    dim,
-                    stream,
-                    &[
-                        ::warp_launch::TypedArg::Array(a.as_array()),
-                        ::warp_launch::TypedArg::Value(&s),
-                        ::warp_launch::TypedArg::Array(out.as_array()),
-                    ],
-                )
+            self.0.launch_tiled_args_unchecked(
+                ::warp_launch::Pass::Forward,
+                dim,
+                stream,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Value(&s),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
         }
     }
     /// The backward kernel of `scale_shared` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
@@ -707,20 +683,19 @@ impl ScaleShared {
         let adj_s = adj_s.to_le_bytes();
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
-            self.0
-                .launch_args_unchecked(
-                    ::warp_launch::Pass::Adjoint,
-                    dim,
-                    stream,
-                    &[
-                        ::warp_launch::TypedArg::Array(a.as_array()),
-                        ::warp_launch::TypedArg::Value(&s),
-                        ::warp_launch::TypedArg::Array(out.as_array()),
-                        ::warp_launch::TypedArg::from(adj_a),
-                        ::warp_launch::TypedArg::Value(&adj_s),
-                        ::warp_launch::TypedArg::from(adj_out),
-                    ],
-                )
+            self.0.launch_args_unchecked(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                stream,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Value(&s),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
+                    ::warp_launch::TypedArg::Value(&adj_s),
+                    ::warp_launch::TypedArg::from(adj_out),
+                ],
+            )
         }
     }
     /// The backward kernel of `scale_shared`, launched tiled, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
@@ -750,20 +725,19 @@ impl ScaleShared {
         let adj_s = adj_s.to_le_bytes();
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
-            self.0
-                .launch_tiled_args_unchecked(
-                    ::warp_launch::Pass::Adjoint,
-                    dim,
-                    stream,
-                    &[
-                        ::warp_launch::TypedArg::Array(a.as_array()),
-                        ::warp_launch::TypedArg::Value(&s),
-                        ::warp_launch::TypedArg::Array(out.as_array()),
-                        ::warp_launch::TypedArg::from(adj_a),
-                        ::warp_launch::TypedArg::Value(&adj_s),
-                        ::warp_launch::TypedArg::from(adj_out),
-                    ],
-                )
+            self.0.launch_tiled_args_unchecked(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                stream,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Value(&s),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
+                    ::warp_launch::TypedArg::Value(&adj_s),
+                    ::warp_launch::TypedArg::from(adj_out),
+                ],
+            )
         }
     }
 }
@@ -797,29 +771,26 @@ impl ScaleTiles {
     /// `Error::NoSuchKernel` when the module has no kernel `scale_tiles`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel
-            .check_signature(
-                &[
-                    (
-                        "a",
-                        ::warp_launch::ParamKind::Array {
-                            dtype: ::warp_launch::DType::FLOAT32,
-                            ndim: ::core::option::Option::Some(2),
-                        },
-                    ),
-                    (
-                        "s",
-                        ::warp_launch::ParamKind::Value(::warp_launch::DType::FLOAT32),
-                    ),
-                    (
-                        "out",
-                        ::warp_launch::ParamKind::Array {
-                            dtype: ::warp_launch::DType::FLOAT32,
-                            ndim: ::core::option::Option::Some(2),
-                        },
-                    ),
-                ],
-            )?;
+        kernel.check_signature(&[
+            (
+                "a",
+                ::warp_launch::ParamKind::Array {
+                    dtype: ::warp_launch::DType::FLOAT32,
+                    ndim: ::core::option::Option::Some(2),
+                },
+            ),
+            (
+                "s",
+                ::warp_launch::ParamKind::Value(::warp_launch::DType::FLOAT32),
+            ),
+            (
+                "out",
+                ::warp_launch::ParamKind::Array {
+                    dtype: ::warp_launch::DType::FLOAT32,
+                    ndim: ::core::option::Option::Some(2),
+                },
+            ),
+        ])?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -843,17 +814,16 @@ impl ScaleTiles {
         out: &::warp_launch::TypedArray<f32, 2>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Value(&s),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Value(&s),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// Launches `scale_tiles` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -871,17 +841,16 @@ impl ScaleTiles {
         out: &::warp_launch::TypedArray<f32, 2>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::Some(stream),
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Value(&s),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::Some(stream),
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Value(&s),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// Checks a launch of `scale_tiles` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -898,16 +867,15 @@ impl ScaleTiles {
         out: &::warp_launch::TypedArray<f32, 2>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
         let s = s.to_le_bytes();
-        self.0
-            .record_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Value(&s),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.record_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Value(&s),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// Launches the backward kernel of `scale_tiles` over `dim`: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -929,20 +897,19 @@ impl ScaleTiles {
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
         let adj_s = adj_s.to_le_bytes();
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Adjoint,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Value(&s),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::from(adj_a),
-                    ::warp_launch::TypedArg::Value(&adj_s),
-                    ::warp_launch::TypedArg::from(adj_out),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Adjoint,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Value(&s),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+                ::warp_launch::TypedArg::from(adj_a),
+                ::warp_launch::TypedArg::Value(&adj_s),
+                ::warp_launch::TypedArg::from(adj_out),
+            ],
+        )
     }
     /// Launches `scale_tiles` as Warp's `wp.launch_tiled(scale_tiles, dim, inputs=[a, s, out])`: the module's block size (64) is appended to `dim` as one more extent, so each block of threads works on one tile.
     ///
@@ -959,17 +926,16 @@ impl ScaleTiles {
         out: &::warp_launch::TypedArray<f32, 2>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
-        self.0
-            .launch_tiled_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Value(&s),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.launch_tiled_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Value(&s),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// `launch_tiled` on `stream`, which must belong to the arrays' device.
     ///
@@ -987,17 +953,16 @@ impl ScaleTiles {
         out: &::warp_launch::TypedArray<f32, 2>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
-        self.0
-            .launch_tiled_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::Some(stream),
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Value(&s),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.launch_tiled_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::Some(stream),
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Value(&s),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// The backward kernel of `scale_tiles`, launched tiled as `launch_tiled` launches the forward one: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -1019,20 +984,19 @@ impl ScaleTiles {
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
         let adj_s = adj_s.to_le_bytes();
-        self.0
-            .launch_tiled_args(
-                ::warp_launch::Pass::Adjoint,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Value(&s),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::from(adj_a),
-                    ::warp_launch::TypedArg::Value(&adj_s),
-                    ::warp_launch::TypedArg::from(adj_out),
-                ],
-            )
+        self.0.launch_tiled_args(
+            ::warp_launch::Pass::Adjoint,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Value(&s),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+                ::warp_launch::TypedArg::from(adj_a),
+                ::warp_launch::TypedArg::Value(&adj_s),
+                ::warp_launch::TypedArg::from(adj_out),
+            ],
+        )
     }
     /// The backward kernel of `scale_tiles` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -1061,20 +1025,19 @@ impl ScaleTiles {
         let adj_s = adj_s.to_le_bytes();
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
-            self.0
-                .launch_args_unchecked(
-                    ::warp_launch::Pass::Adjoint,
-                    dim,
-                    stream,
-                    &[
-                        ::warp_launch::TypedArg::Array(a.as_array()),
-                        ::warp_launch::TypedArg::Value(&s),
-                        ::warp_launch::TypedArg::Array(out.as_array()),
-                        ::warp_launch::TypedArg::from(adj_a),
-                        ::warp_launch::TypedArg::Value(&adj_s),
-                        ::warp_launch::TypedArg::from(adj_out),
-                    ],
-                )
+            self.0.launch_args_unchecked(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                stream,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Value(&s),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
+                    ::warp_launch::TypedArg::Value(&adj_s),
+                    ::warp_launch::TypedArg::from(adj_out),
+                ],
+            )
         }
     }
     /// The backward kernel of `scale_tiles`, launched tiled, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
@@ -1104,20 +1067,19 @@ impl ScaleTiles {
         let adj_s = adj_s.to_le_bytes();
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
-            self.0
-                .launch_tiled_args_unchecked(
-                    ::warp_launch::Pass::Adjoint,
-                    dim,
-                    stream,
-                    &[
-                        ::warp_launch::TypedArg::Array(a.as_array()),
-                        ::warp_launch::TypedArg::Value(&s),
-                        ::warp_launch::TypedArg::Array(out.as_array()),
-                        ::warp_launch::TypedArg::from(adj_a),
-                        ::warp_launch::TypedArg::Value(&adj_s),
-                        ::warp_launch::TypedArg::from(adj_out),
-                    ],
-                )
+            self.0.launch_tiled_args_unchecked(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                stream,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Value(&s),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
+                    ::warp_launch::TypedArg::Value(&adj_s),
+                    ::warp_launch::TypedArg::from(adj_out),
+                ],
+            )
         }
     }
 }
@@ -1149,29 +1111,26 @@ impl ScaleUnchecked {
     /// `Error::NoSuchKernel` when the module has no kernel `scale_unchecked`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel
-            .check_signature(
-                &[
-                    (
-                        "a",
-                        ::warp_launch::ParamKind::Array {
-                            dtype: ::warp_launch::DType::FLOAT32,
-                            ndim: ::core::option::Option::Some(2),
-                        },
-                    ),
-                    (
-                        "s",
-                        ::warp_launch::ParamKind::Value(::warp_launch::DType::FLOAT32),
-                    ),
-                    (
-                        "out",
-                        ::warp_launch::ParamKind::Array {
-                            dtype: ::warp_launch::DType::FLOAT32,
-                            ndim: ::core::option::Option::Some(2),
-                        },
-                    ),
-                ],
-            )?;
+        kernel.check_signature(&[
+            (
+                "a",
+                ::warp_launch::ParamKind::Array {
+                    dtype: ::warp_launch::DType::FLOAT32,
+                    ndim: ::core::option::Option::Some(2),
+                },
+            ),
+            (
+                "s",
+                ::warp_launch::ParamKind::Value(::warp_launch::DType::FLOAT32),
+            ),
+            (
+                "out",
+                ::warp_launch::ParamKind::Array {
+                    dtype: ::warp_launch::DType::FLOAT32,
+                    ndim: ::core::option::Option::Some(2),
+                },
+            ),
+        ])?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -1195,17 +1154,16 @@ impl ScaleUnchecked {
         out: &::warp_launch::TypedArray<f32, 2>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Value(&s),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Value(&s),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// Launches `scale_unchecked` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -1223,17 +1181,16 @@ impl ScaleUnchecked {
         out: &::warp_launch::TypedArray<f32, 2>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::Some(stream),
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Value(&s),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::Some(stream),
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Value(&s),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// Checks a launch of `scale_unchecked` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -1250,16 +1207,15 @@ impl ScaleUnchecked {
         out: &::warp_launch::TypedArray<f32, 2>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
         let s = s.to_le_bytes();
-        self.0
-            .record_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Value(&s),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.record_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Value(&s),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// Launches the backward kernel of `scale_unchecked` over `dim`: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -1281,20 +1237,19 @@ impl ScaleUnchecked {
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
         let adj_s = adj_s.to_le_bytes();
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Adjoint,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Value(&s),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::from(adj_a),
-                    ::warp_launch::TypedArg::Value(&adj_s),
-                    ::warp_launch::TypedArg::from(adj_out),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Adjoint,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Value(&s),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+                ::warp_launch::TypedArg::from(adj_a),
+                ::warp_launch::TypedArg::Value(&adj_s),
+                ::warp_launch::TypedArg::from(adj_out),
+            ],
+        )
     }
     /// Launches `scale_unchecked` as Warp's `wp.launch_tiled(scale_unchecked, dim, inputs=[a, s, out])`: the module's block size (64) is appended to `dim` as one more extent, so each block of threads works on one tile.
     ///
@@ -1311,17 +1266,16 @@ impl ScaleUnchecked {
         out: &::warp_launch::TypedArray<f32, 2>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
-        self.0
-            .launch_tiled_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Value(&s),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.launch_tiled_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Value(&s),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// `launch_tiled` on `stream`, which must belong to the arrays' device.
     ///
@@ -1339,17 +1293,16 @@ impl ScaleUnchecked {
         out: &::warp_launch::TypedArray<f32, 2>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
-        self.0
-            .launch_tiled_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::Some(stream),
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Value(&s),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.launch_tiled_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::Some(stream),
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Value(&s),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// The backward kernel of `scale_unchecked`, launched tiled as `launch_tiled` launches the forward one: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -1371,20 +1324,19 @@ impl ScaleUnchecked {
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
         let adj_s = adj_s.to_le_bytes();
-        self.0
-            .launch_tiled_args(
-                ::warp_launch::Pass::Adjoint,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Value(&s),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::from(adj_a),
-                    ::warp_launch::TypedArg::Value(&adj_s),
-                    ::warp_launch::TypedArg::from(adj_out),
-                ],
-            )
+        self.0.launch_tiled_args(
+            ::warp_launch::Pass::Adjoint,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Value(&s),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+                ::warp_launch::TypedArg::from(adj_a),
+                ::warp_launch::TypedArg::Value(&adj_s),
+                ::warp_launch::TypedArg::from(adj_out),
+            ],
+        )
     }
     /// Launches `scale_unchecked` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
     ///
@@ -1408,17 +1360,16 @@ impl ScaleUnchecked {
         let s = s.to_le_bytes();
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
-            self.0
-                .launch_args_unchecked(
-                    ::warp_launch::Pass::Forward,
-                    dim,
-                    stream,
-                    &[
-                        ::warp_launch::TypedArg::Array(a.as_array()),
-                        ::warp_launch::TypedArg::Value(&s),
-                        ::warp_launch::TypedArg::Array(out.as_array()),
-                    ],
-                )
+            self.0.launch_args_unchecked(
+                ::warp_launch::Pass::Forward,
+                dim,
+                stream,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Value(&s),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
         }
     }
     /// `launch_tiled` without the kernel's access rules, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`); see `launch_unchecked`.
@@ -1443,17 +1394,16 @@ impl ScaleUnchecked {
         let s = s.to_le_bytes();
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
-            self.0
-                .launch_tiled_args_unchecked(
-                    ::warp_launch::Pass::Forward,
-                    dim,
-                    stream,
-                    &[
-                        ::warp_launch::TypedArg::Array(a.as_array()),
-                        ::warp_launch::TypedArg::Value(&s),
-                        ::warp_launch::TypedArg::Array(out.as_array()),
-                    ],
-                )
+            self.0.launch_tiled_args_unchecked(
+                ::warp_launch::Pass::Forward,
+                dim,
+                stream,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Value(&s),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
         }
     }
     /// The backward kernel of `scale_unchecked` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
@@ -1483,20 +1433,19 @@ impl ScaleUnchecked {
         let adj_s = adj_s.to_le_bytes();
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
-            self.0
-                .launch_args_unchecked(
-                    ::warp_launch::Pass::Adjoint,
-                    dim,
-                    stream,
-                    &[
-                        ::warp_launch::TypedArg::Array(a.as_array()),
-                        ::warp_launch::TypedArg::Value(&s),
-                        ::warp_launch::TypedArg::Array(out.as_array()),
-                        ::warp_launch::TypedArg::from(adj_a),
-                        ::warp_launch::TypedArg::Value(&adj_s),
-                        ::warp_launch::TypedArg::from(adj_out),
-                    ],
-                )
+            self.0.launch_args_unchecked(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                stream,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Value(&s),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
+                    ::warp_launch::TypedArg::Value(&adj_s),
+                    ::warp_launch::TypedArg::from(adj_out),
+                ],
+            )
         }
     }
     /// The backward kernel of `scale_unchecked`, launched tiled, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
@@ -1526,20 +1475,19 @@ impl ScaleUnchecked {
         let adj_s = adj_s.to_le_bytes();
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
-            self.0
-                .launch_tiled_args_unchecked(
-                    ::warp_launch::Pass::Adjoint,
-                    dim,
-                    stream,
-                    &[
-                        ::warp_launch::TypedArg::Array(a.as_array()),
-                        ::warp_launch::TypedArg::Value(&s),
-                        ::warp_launch::TypedArg::Array(out.as_array()),
-                        ::warp_launch::TypedArg::from(adj_a),
-                        ::warp_launch::TypedArg::Value(&adj_s),
-                        ::warp_launch::TypedArg::from(adj_out),
-                    ],
-                )
+            self.0.launch_tiled_args_unchecked(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                stream,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Value(&s),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
+                    ::warp_launch::TypedArg::Value(&adj_s),
+                    ::warp_launch::TypedArg::from(adj_out),
+                ],
+            )
         }
     }
 }
@@ -1570,25 +1518,22 @@ impl ShiftedRows {
     /// `Error::NoSuchKernel` when the module has no kernel `shifted_rows`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel
-            .check_signature(
-                &[
-                    (
-                        "a",
-                        ::warp_launch::ParamKind::Array {
-                            dtype: ::warp_launch::DType::FLOAT32,
-                            ndim: ::core::option::Option::Some(2),
-                        },
-                    ),
-                    (
-                        "out",
-                        ::warp_launch::ParamKind::Array {
-                            dtype: ::warp_launch::DType::FLOAT32,
-                            ndim: ::core::option::Option::Some(1),
-                        },
-                    ),
-                ],
-            )?;
+        kernel.check_signature(&[
+            (
+                "a",
+                ::warp_launch::ParamKind::Array {
+                    dtype: ::warp_launch::DType::FLOAT32,
+                    ndim: ::core::option::Option::Some(2),
+                },
+            ),
+            (
+                "out",
+                ::warp_launch::ParamKind::Array {
+                    dtype: ::warp_launch::DType::FLOAT32,
+                    ndim: ::core::option::Option::Some(1),
+                },
+            ),
+        ])?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -1610,16 +1555,15 @@ impl ShiftedRows {
         a: &::warp_launch::TypedArray<f32, 2>,
         out: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// Launches `shifted_rows` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -1635,16 +1579,15 @@ impl ShiftedRows {
         a: &::warp_launch::TypedArray<f32, 2>,
         out: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::Some(stream),
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::Some(stream),
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// Checks a launch of `shifted_rows` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -1659,15 +1602,14 @@ impl ShiftedRows {
         a: &::warp_launch::TypedArray<f32, 2>,
         out: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
-        self.0
-            .record_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.record_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// Launches the backward kernel of `shifted_rows` over `dim`: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -1684,18 +1626,17 @@ impl ShiftedRows {
         adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
         adj_out: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
     ) -> ::warp_launch::Result<()> {
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Adjoint,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::from(adj_a),
-                    ::warp_launch::TypedArg::from(adj_out),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Adjoint,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+                ::warp_launch::TypedArg::from(adj_a),
+                ::warp_launch::TypedArg::from(adj_out),
+            ],
+        )
     }
     /// Launches `shifted_rows` as Warp's `wp.launch_tiled(shifted_rows, dim, inputs=[a, out])`: the module's block size (64) is appended to `dim` as one more extent, so each block of threads works on one tile.
     ///
@@ -1710,16 +1651,15 @@ impl ShiftedRows {
         a: &::warp_launch::TypedArray<f32, 2>,
         out: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0
-            .launch_tiled_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.launch_tiled_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// `launch_tiled` on `stream`, which must belong to the arrays' device.
     ///
@@ -1735,16 +1675,15 @@ impl ShiftedRows {
         a: &::warp_launch::TypedArray<f32, 2>,
         out: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0
-            .launch_tiled_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::Some(stream),
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+        self.0.launch_tiled_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::Some(stream),
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+            ],
+        )
     }
     /// The backward kernel of `shifted_rows`, launched tiled as `launch_tiled` launches the forward one: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -1761,18 +1700,17 @@ impl ShiftedRows {
         adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
         adj_out: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
     ) -> ::warp_launch::Result<()> {
-        self.0
-            .launch_tiled_args(
-                ::warp_launch::Pass::Adjoint,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::from(adj_a),
-                    ::warp_launch::TypedArg::from(adj_out),
-                ],
-            )
+        self.0.launch_tiled_args(
+            ::warp_launch::Pass::Adjoint,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Array(out.as_array()),
+                ::warp_launch::TypedArg::from(adj_a),
+                ::warp_launch::TypedArg::from(adj_out),
+            ],
+        )
     }
     /// Launches `shifted_rows` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
     ///
@@ -1794,16 +1732,15 @@ impl ShiftedRows {
     ) -> ::warp_launch::Result<()> {
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
-            self.0
-                .launch_args_unchecked(
-                    ::warp_launch::Pass::Forward,
-                    dim,
-                    stream,
-                    &[
-                        ::warp_launch::TypedArg::Array(a.as_array()),
-                        ::warp_launch::TypedArg::Array(out.as_array()),
-                    ],
-                )
+            self.0.launch_args_unchecked(
+                ::warp_launch::Pass::Forward,
+                dim,
+                stream,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
         }
     }
     /// `launch_tiled` without the kernel's access rules, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`); see `launch_unchecked`.
@@ -1826,16 +1763,15 @@ impl ShiftedRows {
     ) -> ::warp_launch::Result<()> {
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
-            self.0
-                .launch_tiled_args_unchecked(
-                    ::warp_launch::Pass::Forward,
-                    dim,
-                    stream,
-                    &[
-                        ::warp_launch::TypedArg::Array(a.as_array()),
-                        ::warp_launch::TypedArg::Array(out.as_array()),
-                    ],
-                )
+            self.0.launch_tiled_args_unchecked(
+                ::warp_launch::Pass::Forward,
+                dim,
+                stream,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
         }
     }
     /// The backward kernel of `shifted_rows` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
@@ -1860,18 +1796,17 @@ impl ShiftedRows {
     ) -> ::warp_launch::Result<()> {
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
-            self.0
-                .launch_args_unchecked(
-                    ::warp_launch::Pass::Adjoint,
-                    dim,
-                    stream,
-                    &[
-                        ::warp_launch::TypedArg::Array(a.as_array()),
-                        ::warp_launch::TypedArg::Array(out.as_array()),
-                        ::warp_launch::TypedArg::from(adj_a),
-                        ::warp_launch::TypedArg::from(adj_out),
-                    ],
-                )
+            self.0.launch_args_unchecked(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                stream,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
+                    ::warp_launch::TypedArg::from(adj_out),
+                ],
+            )
         }
     }
     /// The backward kernel of `shifted_rows`, launched tiled, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
@@ -1896,18 +1831,17 @@ impl ShiftedRows {
     ) -> ::warp_launch::Result<()> {
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
-            self.0
-                .launch_tiled_args_unchecked(
-                    ::warp_launch::Pass::Adjoint,
-                    dim,
-                    stream,
-                    &[
-                        ::warp_launch::TypedArg::Array(a.as_array()),
-                        ::warp_launch::TypedArg::Array(out.as_array()),
-                        ::warp_launch::TypedArg::from(adj_a),
-                        ::warp_launch::TypedArg::from(adj_out),
-                    ],
-                )
+            self.0.launch_tiled_args_unchecked(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                stream,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
+                    ::warp_launch::TypedArg::from(adj_out),
+                ],
+            )
         }
     }
 }
@@ -1940,25 +1874,22 @@ impl TotalSum {
     /// `Error::NoSuchKernel` when the module has no kernel `total_sum`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel
-            .check_signature(
-                &[
-                    (
-                        "a",
-                        ::warp_launch::ParamKind::Array {
-                            dtype: ::warp_launch::DType::FLOAT32,
-                            ndim: ::core::option::Option::Some(1),
-                        },
-                    ),
-                    (
-                        "total",
-                        ::warp_launch::ParamKind::Array {
-                            dtype: ::warp_launch::DType::FLOAT32,
-                            ndim: ::core::option::Option::Some(1),
-                        },
-                    ),
-                ],
-            )?;
+        kernel.check_signature(&[
+            (
+                "a",
+                ::warp_launch::ParamKind::Array {
+                    dtype: ::warp_launch::DType::FLOAT32,
+                    ndim: ::core::option::Option::Some(1),
+                },
+            ),
+            (
+                "total",
+                ::warp_launch::ParamKind::Array {
+                    dtype: ::warp_launch::DType::FLOAT32,
+                    ndim: ::core::option::Option::Some(1),
+                },
+            ),
+        ])?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -1980,16 +1911,15 @@ impl TotalSum {
         a: &::warp_launch::TypedArray<f32, 1>,
         total: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Array(total.as_array()),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Array(total.as_array()),
+            ],
+        )
     }
     /// Launches `total_sum` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -2005,16 +1935,15 @@ impl TotalSum {
         a: &::warp_launch::TypedArray<f32, 1>,
         total: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::Some(stream),
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Array(total.as_array()),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::Some(stream),
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Array(total.as_array()),
+            ],
+        )
     }
     /// Checks a launch of `total_sum` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -2029,15 +1958,14 @@ impl TotalSum {
         a: &::warp_launch::TypedArray<f32, 1>,
         total: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
-        self.0
-            .record_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Array(total.as_array()),
-                ],
-            )
+        self.0.record_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Array(total.as_array()),
+            ],
+        )
     }
     /// Launches the backward kernel of `total_sum` over `dim`: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_total`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -2054,18 +1982,17 @@ impl TotalSum {
         adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
         adj_total: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
     ) -> ::warp_launch::Result<()> {
-        self.0
-            .launch_args(
-                ::warp_launch::Pass::Adjoint,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Array(total.as_array()),
-                    ::warp_launch::TypedArg::from(adj_a),
-                    ::warp_launch::TypedArg::from(adj_total),
-                ],
-            )
+        self.0.launch_args(
+            ::warp_launch::Pass::Adjoint,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Array(total.as_array()),
+                ::warp_launch::TypedArg::from(adj_a),
+                ::warp_launch::TypedArg::from(adj_total),
+            ],
+        )
     }
     /// Launches `total_sum` as Warp's `wp.launch_tiled(total_sum, dim, inputs=[a, total])`: the module's block size (64) is appended to `dim` as one more extent, so each block of threads works on one tile.
     ///
@@ -2080,16 +2007,15 @@ impl TotalSum {
         a: &::warp_launch::TypedArray<f32, 1>,
         total: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0
-            .launch_tiled_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Array(total.as_array()),
-                ],
-            )
+        self.0.launch_tiled_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Array(total.as_array()),
+            ],
+        )
     }
     /// `launch_tiled` on `stream`, which must belong to the arrays' device.
     ///
@@ -2105,16 +2031,15 @@ impl TotalSum {
         a: &::warp_launch::TypedArray<f32, 1>,
         total: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0
-            .launch_tiled_args(
-                ::warp_launch::Pass::Forward,
-                dim,
-                ::core::option::Option::Some(stream),
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Array(total.as_array()),
-                ],
-            )
+        self.0.launch_tiled_args(
+            ::warp_launch::Pass::Forward,
+            dim,
+            ::core::option::Option::Some(stream),
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Array(total.as_array()),
+            ],
+        )
     }
     /// The backward kernel of `total_sum`, launched tiled as `launch_tiled` launches the forward one: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_total`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -2131,18 +2056,17 @@ impl TotalSum {
         adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
         adj_total: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
     ) -> ::warp_launch::Result<()> {
-        self.0
-            .launch_tiled_args(
-                ::warp_launch::Pass::Adjoint,
-                dim,
-                ::core::option::Option::None,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Array(total.as_array()),
-                    ::warp_launch::TypedArg::from(adj_a),
-                    ::warp_launch::TypedArg::from(adj_total),
-                ],
-            )
+        self.0.launch_tiled_args(
+            ::warp_launch::Pass::Adjoint,
+            dim,
+            ::core::option::Option::None,
+            &[
+                ::warp_launch::TypedArg::Array(a.as_array()),
+                ::warp_launch::TypedArg::Array(total.as_array()),
+                ::warp_launch::TypedArg::from(adj_a),
+                ::warp_launch::TypedArg::from(adj_total),
+            ],
+        )
     }
     /// The backward kernel of `total_sum` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_total`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -2166,18 +2090,17 @@ impl TotalSum {
     ) -> ::warp_launch::Result<()> {
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
-            self.0
-                .launch_args_unchecked(
-                    ::warp_launch::Pass::Adjoint,
-                    dim,
-                    stream,
-                    &[
-                        ::warp_launch::TypedArg::Array(a.as_array()),
-                        ::warp_launch::TypedArg::Array(total.as_array()),
-                        ::warp_launch::TypedArg::from(adj_a),
-                        ::warp_launch::TypedArg::from(adj_total),
-                    ],
-                )
+            self.0.launch_args_unchecked(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                stream,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(total.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
+                    ::warp_launch::TypedArg::from(adj_total),
+                ],
+            )
         }
     }
     /// The backward kernel of `total_sum`, launched tiled, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_total`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
@@ -2202,18 +2125,17 @@ impl TotalSum {
     ) -> ::warp_launch::Result<()> {
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
-            self.0
-                .launch_tiled_args_unchecked(
-                    ::warp_launch::Pass::Adjoint,
-                    dim,
-                    stream,
-                    &[
-                        ::warp_launch::TypedArg::Array(a.as_array()),
-                        ::warp_launch::TypedArg::Array(total.as_array()),
-                        ::warp_launch::TypedArg::from(adj_a),
-                        ::warp_launch::TypedArg::from(adj_total),
-                    ],
-                )
+            self.0.launch_tiled_args_unchecked(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                stream,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(total.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
+                    ::warp_launch::TypedArg::from(adj_total),
+                ],
+            )
         }
     }
 }

@@ -1,16 +1,17 @@
 //! The checked-in launchers compiled into this crate (as a build script's
-//! `include!` does), called with the right arguments: it compiles. It does
-//! not launch (that needs a GPU: the GPU tests do).
+//! `include!` does), called with the right arguments: it compiles. It is a
+//! module of the `launchers_compile` test binary, so that binary's build is
+//! the check. It does not launch (that needs a GPU: the GPU tests do).
 
 #[allow(dead_code)]
 #[path = "../../src/launchers/kernels.rs"]
 mod kernels;
 #[allow(dead_code)]
-#[path = "../../src/launchers/tiles.rs"]
-mod tiles;
-#[allow(dead_code)]
 #[path = "../../src/launchers/kinds.rs"]
 mod kinds;
+#[allow(dead_code)]
+#[path = "../../src/launchers/tiles.rs"]
+mod tiles;
 
 use warp_launch::{AotModule, Device, Launch, Stream, Tape, TypedArray};
 
@@ -26,7 +27,8 @@ fn run(module: &AotModule, stream: &Stream) -> warp_launch::Result<Launch> {
 
     k.saxpy.launch(4, 2.0, &x, &y)?;
     k.saxpy.launch_on(stream, 4, 2.0, &x, &y)?;
-    k.saxpy.launch_adjoint(4, 2.0, &x, &y, 0.0, Some(&x), None)?;
+    k.saxpy
+        .launch_adjoint(4, 2.0, &x, &y, 0.0, Some(&x), None)?;
     k.add2d.launch([4, 8], &grid, &grid, &grid)?;
     k.index4d.launch([2, 2, 2, 2], &counts)?;
     let p = kernels::Params {
@@ -35,8 +37,13 @@ fn run(module: &AotModule, stream: &Stream) -> warp_launch::Result<Launch> {
         count: 3,
     };
     k.use_struct.launch(4, &p, &points, &points)?;
-    k.transform
-        .launch(4, [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]], &frames, &points, &points)?;
+    k.transform.launch(
+        4,
+        [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]],
+        &frames,
+        &points,
+        &points,
+    )?;
     let mut tape = Tape::new();
     tape.record(|| k.chain_sin.launch(4, &x, 1.5, &y))?;
 
@@ -47,7 +54,17 @@ fn run(module: &AotModule, stream: &Stream) -> warp_launch::Result<Launch> {
         ..Default::default()
     };
     let out = TypedArray::<f64, 1>::zeros(dev, [4])?;
-    t.mixed.launch(4, &outer, [[1.0; 2]; 2], [0.0, 0.0, 0.0, 1.0], [0.0; 7], true, -1, 3, &out)?;
+    t.mixed.launch(
+        4,
+        &outer,
+        [[1.0; 2]; 2],
+        [0.0, 0.0, 0.0, 1.0],
+        [0.0; 7],
+        true,
+        -1,
+        3,
+        &out,
+    )?;
     let named = TypedArray::<i32, 1>::zeros(dev, [4])?;
     let unsigned = TypedArray::<u32, 1>::zeros(dev, [4])?;
     t.names.launch(4, &named, 7, 9, &unsigned)?;
