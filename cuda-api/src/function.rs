@@ -1255,7 +1255,7 @@ mod tests {
                     s.spawn(|| {
                         let mut i = 0u32;
                         while seen.load(Ordering::Relaxed) < 10_000
-                            && (i % 1024 != 0 || std::time::Instant::now() < deadline)
+                            && (!i.is_multiple_of(1024) || std::time::Instant::now() < deadline)
                         {
                             if let Some((m, a)) = last.get(key(i % 8)) {
                                 assert_eq!((m, a), (i % 8 * 3, i % 8 * 5));
