@@ -75,18 +75,12 @@ impl Params {
         ::warp_launch::StructType::new(
             "Params_acca3b2c",
             ::std::vec![
-                (
-                    ::std::string::String::from("scale"),
-                    ::warp_launch::ParamKind::Value(::warp_launch::DType::FLOAT32)
-                ),
-                (
-                    ::std::string::String::from("offset"),
-                    ::warp_launch::ParamKind::Value(::warp_launch::DType::VEC3F)
-                ),
-                (
-                    ::std::string::String::from("count"),
-                    ::warp_launch::ParamKind::Value(::warp_launch::DType::INT32)
-                )
+                (::std::string::String::from("scale"),
+                ::warp_launch::ParamKind::Value(::warp_launch::DType::FLOAT32)),
+                (::std::string::String::from("offset"),
+                ::warp_launch::ParamKind::Value(::warp_launch::DType::VEC3F)),
+                (::std::string::String::from("count"),
+                ::warp_launch::ParamKind::Value(::warp_launch::DType::INT32))
             ],
         )
     }
@@ -99,8 +93,7 @@ unsafe impl ::warp_launch::WarpStruct for Params {
     const NAME: &'static str = "Params_acca3b2c";
 }
 const _: () = {
-    if ::core::mem::size_of::<Params>() != 20
-        || ::core::mem::align_of::<Params>() != 4
+    if ::core::mem::size_of::<Params>() != 20 || ::core::mem::align_of::<Params>() != 4
         || ::core::mem::offset_of!(Params, scale) != 0
         || ::core::mem::offset_of!(Params, offset) != 4
         || ::core::mem::offset_of!(Params, count) != 16
@@ -136,29 +129,32 @@ impl Add2d {
     /// `Error::NoSuchKernel` when the module has no kernel `add2d`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel.check_signature(&[
-            (
-                "a",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::FLOAT32,
-                    ndim: ::core::option::Option::Some(2),
-                },
-            ),
-            (
-                "b",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::FLOAT32,
-                    ndim: ::core::option::Option::Some(2),
-                },
-            ),
-            (
-                "out",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::FLOAT32,
-                    ndim: ::core::option::Option::Some(2),
-                },
-            ),
-        ])?;
+        kernel
+            .check_signature(
+                &[
+                    (
+                        "a",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::FLOAT32,
+                            ndim: ::core::option::Option::Some(2),
+                        },
+                    ),
+                    (
+                        "b",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::FLOAT32,
+                            ndim: ::core::option::Option::Some(2),
+                        },
+                    ),
+                    (
+                        "out",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::FLOAT32,
+                            ndim: ::core::option::Option::Some(2),
+                        },
+                    ),
+                ],
+            )?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -181,16 +177,17 @@ impl Add2d {
         b: &::warp_launch::TypedArray<f32, 2>,
         out: &::warp_launch::TypedArray<f32, 2>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Array(b.as_array()),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(b.as_array()),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Launches `add2d` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -207,16 +204,17 @@ impl Add2d {
         b: &::warp_launch::TypedArray<f32, 2>,
         out: &::warp_launch::TypedArray<f32, 2>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::Some(stream),
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Array(b.as_array()),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::Some(stream),
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(b.as_array()),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Checks a launch of `add2d` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -232,15 +230,16 @@ impl Add2d {
         b: &::warp_launch::TypedArray<f32, 2>,
         out: &::warp_launch::TypedArray<f32, 2>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
-        self.0.record_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Array(b.as_array()),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .record_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(b.as_array()),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Launches the backward kernel of `add2d` over `dim`: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_b`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -260,19 +259,20 @@ impl Add2d {
         adj_b: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
         adj_out: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_args(
-            ::warp_launch::Pass::Adjoint,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Array(b.as_array()),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-                ::warp_launch::TypedArg::from(adj_a),
-                ::warp_launch::TypedArg::from(adj_b),
-                ::warp_launch::TypedArg::from(adj_out),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(b.as_array()),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
+                    ::warp_launch::TypedArg::from(adj_b),
+                    ::warp_launch::TypedArg::from(adj_out),
+                ],
+            )
     }
 }
 /// Typed launcher of the Warp kernel `chain_loss` (module `kernels`).
@@ -300,22 +300,25 @@ impl ChainLoss {
     /// `Error::NoSuchKernel` when the module has no kernel `chain_loss`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel.check_signature(&[
-            (
-                "y",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::FLOAT32,
-                    ndim: ::core::option::Option::Some(1),
-                },
-            ),
-            (
-                "loss",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::FLOAT32,
-                    ndim: ::core::option::Option::Some(1),
-                },
-            ),
-        ])?;
+        kernel
+            .check_signature(
+                &[
+                    (
+                        "y",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::FLOAT32,
+                            ndim: ::core::option::Option::Some(1),
+                        },
+                    ),
+                    (
+                        "loss",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::FLOAT32,
+                            ndim: ::core::option::Option::Some(1),
+                        },
+                    ),
+                ],
+            )?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -337,15 +340,16 @@ impl ChainLoss {
         y: &::warp_launch::TypedArray<f32, 1>,
         loss: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(y.as_array()),
-                ::warp_launch::TypedArg::Array(loss.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(y.as_array()),
+                    ::warp_launch::TypedArg::Array(loss.as_array()),
+                ],
+            )
     }
     /// Launches `chain_loss` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -361,15 +365,16 @@ impl ChainLoss {
         y: &::warp_launch::TypedArray<f32, 1>,
         loss: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::Some(stream),
-            &[
-                ::warp_launch::TypedArg::Array(y.as_array()),
-                ::warp_launch::TypedArg::Array(loss.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::Some(stream),
+                &[
+                    ::warp_launch::TypedArg::Array(y.as_array()),
+                    ::warp_launch::TypedArg::Array(loss.as_array()),
+                ],
+            )
     }
     /// Checks a launch of `chain_loss` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -384,14 +389,15 @@ impl ChainLoss {
         y: &::warp_launch::TypedArray<f32, 1>,
         loss: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
-        self.0.record_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            &[
-                ::warp_launch::TypedArg::Array(y.as_array()),
-                ::warp_launch::TypedArg::Array(loss.as_array()),
-            ],
-        )
+        self.0
+            .record_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                &[
+                    ::warp_launch::TypedArg::Array(y.as_array()),
+                    ::warp_launch::TypedArg::Array(loss.as_array()),
+                ],
+            )
     }
     /// Launches the backward kernel of `chain_loss` over `dim`: the forward arguments, then one adjoint per parameter (`adj_y`, `adj_loss`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -408,17 +414,18 @@ impl ChainLoss {
         adj_y: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
         adj_loss: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_args(
-            ::warp_launch::Pass::Adjoint,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(y.as_array()),
-                ::warp_launch::TypedArg::Array(loss.as_array()),
-                ::warp_launch::TypedArg::from(adj_y),
-                ::warp_launch::TypedArg::from(adj_loss),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(y.as_array()),
+                    ::warp_launch::TypedArg::Array(loss.as_array()),
+                    ::warp_launch::TypedArg::from(adj_y),
+                    ::warp_launch::TypedArg::from(adj_loss),
+                ],
+            )
     }
 }
 /// Typed launcher of the Warp kernel `chain_sin` (module `kernels`).
@@ -447,26 +454,29 @@ impl ChainSin {
     /// `Error::NoSuchKernel` when the module has no kernel `chain_sin`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel.check_signature(&[
-            (
-                "x",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::FLOAT32,
-                    ndim: ::core::option::Option::Some(1),
-                },
-            ),
-            (
-                "a",
-                ::warp_launch::ParamKind::Value(::warp_launch::DType::FLOAT32),
-            ),
-            (
-                "y",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::FLOAT32,
-                    ndim: ::core::option::Option::Some(1),
-                },
-            ),
-        ])?;
+        kernel
+            .check_signature(
+                &[
+                    (
+                        "x",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::FLOAT32,
+                            ndim: ::core::option::Option::Some(1),
+                        },
+                    ),
+                    (
+                        "a",
+                        ::warp_launch::ParamKind::Value(::warp_launch::DType::FLOAT32),
+                    ),
+                    (
+                        "y",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::FLOAT32,
+                            ndim: ::core::option::Option::Some(1),
+                        },
+                    ),
+                ],
+            )?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -490,16 +500,17 @@ impl ChainSin {
         y: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
         let a = a.to_le_bytes();
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(x.as_array()),
-                ::warp_launch::TypedArg::Value(&a),
-                ::warp_launch::TypedArg::Array(y.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(x.as_array()),
+                    ::warp_launch::TypedArg::Value(&a),
+                    ::warp_launch::TypedArg::Array(y.as_array()),
+                ],
+            )
     }
     /// Launches `chain_sin` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -517,16 +528,17 @@ impl ChainSin {
         y: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
         let a = a.to_le_bytes();
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::Some(stream),
-            &[
-                ::warp_launch::TypedArg::Array(x.as_array()),
-                ::warp_launch::TypedArg::Value(&a),
-                ::warp_launch::TypedArg::Array(y.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::Some(stream),
+                &[
+                    ::warp_launch::TypedArg::Array(x.as_array()),
+                    ::warp_launch::TypedArg::Value(&a),
+                    ::warp_launch::TypedArg::Array(y.as_array()),
+                ],
+            )
     }
     /// Checks a launch of `chain_sin` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -543,15 +555,16 @@ impl ChainSin {
         y: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
         let a = a.to_le_bytes();
-        self.0.record_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            &[
-                ::warp_launch::TypedArg::Array(x.as_array()),
-                ::warp_launch::TypedArg::Value(&a),
-                ::warp_launch::TypedArg::Array(y.as_array()),
-            ],
-        )
+        self.0
+            .record_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                &[
+                    ::warp_launch::TypedArg::Array(x.as_array()),
+                    ::warp_launch::TypedArg::Value(&a),
+                    ::warp_launch::TypedArg::Array(y.as_array()),
+                ],
+            )
     }
     /// Launches the backward kernel of `chain_sin` over `dim`: the forward arguments, then one adjoint per parameter (`adj_x`, `adj_a`, `adj_y`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -573,19 +586,20 @@ impl ChainSin {
     ) -> ::warp_launch::Result<()> {
         let a = a.to_le_bytes();
         let adj_a = adj_a.to_le_bytes();
-        self.0.launch_args(
-            ::warp_launch::Pass::Adjoint,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(x.as_array()),
-                ::warp_launch::TypedArg::Value(&a),
-                ::warp_launch::TypedArg::Array(y.as_array()),
-                ::warp_launch::TypedArg::from(adj_x),
-                ::warp_launch::TypedArg::Value(&adj_a),
-                ::warp_launch::TypedArg::from(adj_y),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(x.as_array()),
+                    ::warp_launch::TypedArg::Value(&a),
+                    ::warp_launch::TypedArg::Array(y.as_array()),
+                    ::warp_launch::TypedArg::from(adj_x),
+                    ::warp_launch::TypedArg::Value(&adj_a),
+                    ::warp_launch::TypedArg::from(adj_y),
+                ],
+            )
     }
 }
 /// Typed launcher of the Warp kernel `count_visits` (module `kernels`).
@@ -612,13 +626,18 @@ impl CountVisits {
     /// `Error::NoSuchKernel` when the module has no kernel `count_visits`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel.check_signature(&[(
-            "count",
-            ::warp_launch::ParamKind::Array {
-                dtype: ::warp_launch::DType::INT32,
-                ndim: ::core::option::Option::Some(1),
-            },
-        )])?;
+        kernel
+            .check_signature(
+                &[
+                    (
+                        "count",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::INT32,
+                            ndim: ::core::option::Option::Some(1),
+                        },
+                    ),
+                ],
+            )?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -639,12 +658,13 @@ impl CountVisits {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         count: &::warp_launch::TypedArray<i32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::None,
-            &[::warp_launch::TypedArg::Array(count.as_array())],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::None,
+                &[::warp_launch::TypedArg::Array(count.as_array())],
+            )
     }
     /// Launches `count_visits` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -659,12 +679,13 @@ impl CountVisits {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         count: &::warp_launch::TypedArray<i32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::Some(stream),
-            &[::warp_launch::TypedArg::Array(count.as_array())],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::Some(stream),
+                &[::warp_launch::TypedArg::Array(count.as_array())],
+            )
     }
     /// Checks a launch of `count_visits` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -678,11 +699,12 @@ impl CountVisits {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         count: &::warp_launch::TypedArray<i32, 1>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
-        self.0.record_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            &[::warp_launch::TypedArg::Array(count.as_array())],
-        )
+        self.0
+            .record_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                &[::warp_launch::TypedArg::Array(count.as_array())],
+            )
     }
     /// Launches the backward kernel of `count_visits` over `dim`: the forward arguments, then one adjoint per parameter (`adj_count`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -697,15 +719,16 @@ impl CountVisits {
         count: &::warp_launch::TypedArray<i32, 1>,
         adj_count: ::core::option::Option<&::warp_launch::TypedArray<i32, 1>>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_args(
-            ::warp_launch::Pass::Adjoint,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(count.as_array()),
-                ::warp_launch::TypedArg::from(adj_count),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(count.as_array()),
+                    ::warp_launch::TypedArg::from(adj_count),
+                ],
+            )
     }
 }
 /// Typed launcher of the Warp kernel `index4d` (module `kernels`).
@@ -732,13 +755,18 @@ impl Index4d {
     /// `Error::NoSuchKernel` when the module has no kernel `index4d`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel.check_signature(&[(
-            "out",
-            ::warp_launch::ParamKind::Array {
-                dtype: ::warp_launch::DType::INT32,
-                ndim: ::core::option::Option::Some(4),
-            },
-        )])?;
+        kernel
+            .check_signature(
+                &[
+                    (
+                        "out",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::INT32,
+                            ndim: ::core::option::Option::Some(4),
+                        },
+                    ),
+                ],
+            )?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -759,12 +787,13 @@ impl Index4d {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         out: &::warp_launch::TypedArray<i32, 4>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::None,
-            &[::warp_launch::TypedArg::Array(out.as_array())],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::None,
+                &[::warp_launch::TypedArg::Array(out.as_array())],
+            )
     }
     /// Launches `index4d` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -779,12 +808,13 @@ impl Index4d {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         out: &::warp_launch::TypedArray<i32, 4>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::Some(stream),
-            &[::warp_launch::TypedArg::Array(out.as_array())],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::Some(stream),
+                &[::warp_launch::TypedArg::Array(out.as_array())],
+            )
     }
     /// Checks a launch of `index4d` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -798,11 +828,12 @@ impl Index4d {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         out: &::warp_launch::TypedArray<i32, 4>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
-        self.0.record_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            &[::warp_launch::TypedArg::Array(out.as_array())],
-        )
+        self.0
+            .record_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                &[::warp_launch::TypedArg::Array(out.as_array())],
+            )
     }
     /// Launches the backward kernel of `index4d` over `dim`: the forward arguments, then one adjoint per parameter (`adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -817,15 +848,16 @@ impl Index4d {
         out: &::warp_launch::TypedArray<i32, 4>,
         adj_out: ::core::option::Option<&::warp_launch::TypedArray<i32, 4>>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_args(
-            ::warp_launch::Pass::Adjoint,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(out.as_array()),
-                ::warp_launch::TypedArg::from(adj_out),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_out),
+                ],
+            )
     }
 }
 /// Typed launcher of the Warp kernel `lean_fill` (module `kernels`).
@@ -855,19 +887,22 @@ impl LeanFill {
     /// `Error::NoSuchKernel` when the module has no kernel `lean_fill`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel.check_signature(&[
-            (
-                "value",
-                ::warp_launch::ParamKind::Value(::warp_launch::DType::INT32),
-            ),
-            (
-                "out",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::INT32,
-                    ndim: ::core::option::Option::Some(2),
-                },
-            ),
-        ])?;
+        kernel
+            .check_signature(
+                &[
+                    (
+                        "value",
+                        ::warp_launch::ParamKind::Value(::warp_launch::DType::INT32),
+                    ),
+                    (
+                        "out",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::INT32,
+                            ndim: ::core::option::Option::Some(2),
+                        },
+                    ),
+                ],
+            )?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -890,15 +925,16 @@ impl LeanFill {
         out: &::warp_launch::TypedArray<i32, 2>,
     ) -> ::warp_launch::Result<()> {
         let value = value.to_le_bytes();
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Value(&value),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Value(&value),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Launches `lean_fill` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -915,15 +951,16 @@ impl LeanFill {
         out: &::warp_launch::TypedArray<i32, 2>,
     ) -> ::warp_launch::Result<()> {
         let value = value.to_le_bytes();
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::Some(stream),
-            &[
-                ::warp_launch::TypedArg::Value(&value),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::Some(stream),
+                &[
+                    ::warp_launch::TypedArg::Value(&value),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Checks a launch of `lean_fill` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -939,14 +976,15 @@ impl LeanFill {
         out: &::warp_launch::TypedArray<i32, 2>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
         let value = value.to_le_bytes();
-        self.0.record_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            &[
-                ::warp_launch::TypedArg::Value(&value),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .record_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                &[
+                    ::warp_launch::TypedArg::Value(&value),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Launches the backward kernel of `lean_fill` over `dim`: the forward arguments, then one adjoint per parameter (`adj_value`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -965,17 +1003,18 @@ impl LeanFill {
     ) -> ::warp_launch::Result<()> {
         let value = value.to_le_bytes();
         let adj_value = adj_value.to_le_bytes();
-        self.0.launch_args(
-            ::warp_launch::Pass::Adjoint,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Value(&value),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-                ::warp_launch::TypedArg::Value(&adj_value),
-                ::warp_launch::TypedArg::from(adj_out),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Value(&value),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                    ::warp_launch::TypedArg::Value(&adj_value),
+                    ::warp_launch::TypedArg::from(adj_out),
+                ],
+            )
     }
 }
 /// Typed launcher of the Warp kernel `normalize_scale` (module `kernels`).
@@ -1004,26 +1043,29 @@ impl NormalizeScale {
     /// `Error::NoSuchKernel` when the module has no kernel `normalize_scale`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel.check_signature(&[
-            (
-                "v",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::VEC3F,
-                    ndim: ::core::option::Option::Some(1),
-                },
-            ),
-            (
-                "s",
-                ::warp_launch::ParamKind::Value(::warp_launch::DType::FLOAT32),
-            ),
-            (
-                "out",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::VEC3F,
-                    ndim: ::core::option::Option::Some(1),
-                },
-            ),
-        ])?;
+        kernel
+            .check_signature(
+                &[
+                    (
+                        "v",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::VEC3F,
+                            ndim: ::core::option::Option::Some(1),
+                        },
+                    ),
+                    (
+                        "s",
+                        ::warp_launch::ParamKind::Value(::warp_launch::DType::FLOAT32),
+                    ),
+                    (
+                        "out",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::VEC3F,
+                            ndim: ::core::option::Option::Some(1),
+                        },
+                    ),
+                ],
+            )?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -1047,16 +1089,17 @@ impl NormalizeScale {
         out: &::warp_launch::TypedArray<[f32; 3], 1>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(v.as_array()),
-                ::warp_launch::TypedArg::Value(&s),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(v.as_array()),
+                    ::warp_launch::TypedArg::Value(&s),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Launches `normalize_scale` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -1074,16 +1117,17 @@ impl NormalizeScale {
         out: &::warp_launch::TypedArray<[f32; 3], 1>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::Some(stream),
-            &[
-                ::warp_launch::TypedArg::Array(v.as_array()),
-                ::warp_launch::TypedArg::Value(&s),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::Some(stream),
+                &[
+                    ::warp_launch::TypedArg::Array(v.as_array()),
+                    ::warp_launch::TypedArg::Value(&s),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Checks a launch of `normalize_scale` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -1100,15 +1144,16 @@ impl NormalizeScale {
         out: &::warp_launch::TypedArray<[f32; 3], 1>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
         let s = s.to_le_bytes();
-        self.0.record_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            &[
-                ::warp_launch::TypedArg::Array(v.as_array()),
-                ::warp_launch::TypedArg::Value(&s),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .record_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                &[
+                    ::warp_launch::TypedArg::Array(v.as_array()),
+                    ::warp_launch::TypedArg::Value(&s),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Launches the backward kernel of `normalize_scale` over `dim`: the forward arguments, then one adjoint per parameter (`adj_v`, `adj_s`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -1130,19 +1175,20 @@ impl NormalizeScale {
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
         let adj_s = adj_s.to_le_bytes();
-        self.0.launch_args(
-            ::warp_launch::Pass::Adjoint,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(v.as_array()),
-                ::warp_launch::TypedArg::Value(&s),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-                ::warp_launch::TypedArg::from(adj_v),
-                ::warp_launch::TypedArg::Value(&adj_s),
-                ::warp_launch::TypedArg::from(adj_out),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(v.as_array()),
+                    ::warp_launch::TypedArg::Value(&s),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_v),
+                    ::warp_launch::TypedArg::Value(&adj_s),
+                    ::warp_launch::TypedArg::from(adj_out),
+                ],
+            )
     }
 }
 /// Typed launcher of the Warp kernel `saxpy` (module `kernels`).
@@ -1171,26 +1217,29 @@ impl Saxpy {
     /// `Error::NoSuchKernel` when the module has no kernel `saxpy`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel.check_signature(&[
-            (
-                "a",
-                ::warp_launch::ParamKind::Value(::warp_launch::DType::FLOAT32),
-            ),
-            (
-                "x",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::FLOAT32,
-                    ndim: ::core::option::Option::Some(1),
-                },
-            ),
-            (
-                "y",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::FLOAT32,
-                    ndim: ::core::option::Option::Some(1),
-                },
-            ),
-        ])?;
+        kernel
+            .check_signature(
+                &[
+                    (
+                        "a",
+                        ::warp_launch::ParamKind::Value(::warp_launch::DType::FLOAT32),
+                    ),
+                    (
+                        "x",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::FLOAT32,
+                            ndim: ::core::option::Option::Some(1),
+                        },
+                    ),
+                    (
+                        "y",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::FLOAT32,
+                            ndim: ::core::option::Option::Some(1),
+                        },
+                    ),
+                ],
+            )?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -1214,16 +1263,17 @@ impl Saxpy {
         y: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
         let a = a.to_le_bytes();
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Value(&a),
-                ::warp_launch::TypedArg::Array(x.as_array()),
-                ::warp_launch::TypedArg::Array(y.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Value(&a),
+                    ::warp_launch::TypedArg::Array(x.as_array()),
+                    ::warp_launch::TypedArg::Array(y.as_array()),
+                ],
+            )
     }
     /// Launches `saxpy` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -1241,16 +1291,17 @@ impl Saxpy {
         y: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
         let a = a.to_le_bytes();
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::Some(stream),
-            &[
-                ::warp_launch::TypedArg::Value(&a),
-                ::warp_launch::TypedArg::Array(x.as_array()),
-                ::warp_launch::TypedArg::Array(y.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::Some(stream),
+                &[
+                    ::warp_launch::TypedArg::Value(&a),
+                    ::warp_launch::TypedArg::Array(x.as_array()),
+                    ::warp_launch::TypedArg::Array(y.as_array()),
+                ],
+            )
     }
     /// Checks a launch of `saxpy` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -1267,15 +1318,16 @@ impl Saxpy {
         y: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
         let a = a.to_le_bytes();
-        self.0.record_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            &[
-                ::warp_launch::TypedArg::Value(&a),
-                ::warp_launch::TypedArg::Array(x.as_array()),
-                ::warp_launch::TypedArg::Array(y.as_array()),
-            ],
-        )
+        self.0
+            .record_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                &[
+                    ::warp_launch::TypedArg::Value(&a),
+                    ::warp_launch::TypedArg::Array(x.as_array()),
+                    ::warp_launch::TypedArg::Array(y.as_array()),
+                ],
+            )
     }
     /// Launches the backward kernel of `saxpy` over `dim`: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_x`, `adj_y`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -1297,19 +1349,20 @@ impl Saxpy {
     ) -> ::warp_launch::Result<()> {
         let a = a.to_le_bytes();
         let adj_a = adj_a.to_le_bytes();
-        self.0.launch_args(
-            ::warp_launch::Pass::Adjoint,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Value(&a),
-                ::warp_launch::TypedArg::Array(x.as_array()),
-                ::warp_launch::TypedArg::Array(y.as_array()),
-                ::warp_launch::TypedArg::Value(&adj_a),
-                ::warp_launch::TypedArg::from(adj_x),
-                ::warp_launch::TypedArg::from(adj_y),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Value(&a),
+                    ::warp_launch::TypedArg::Array(x.as_array()),
+                    ::warp_launch::TypedArg::Array(y.as_array()),
+                    ::warp_launch::TypedArg::Value(&adj_a),
+                    ::warp_launch::TypedArg::from(adj_x),
+                    ::warp_launch::TypedArg::from(adj_y),
+                ],
+            )
     }
 }
 /// Typed launcher of the Warp kernel `transform` (module `kernels`).
@@ -1339,33 +1392,33 @@ impl Transform {
     /// `Error::NoSuchKernel` when the module has no kernel `transform`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel.check_signature(&[
-            (
-                "m",
-                ::warp_launch::ParamKind::Value(::warp_launch::DType::MAT33F),
-            ),
-            (
-                "t",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::MAT33F,
-                    ndim: ::core::option::Option::Some(1),
-                },
-            ),
-            (
-                "v",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::VEC3F,
-                    ndim: ::core::option::Option::Some(1),
-                },
-            ),
-            (
-                "out",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::VEC3F,
-                    ndim: ::core::option::Option::Some(1),
-                },
-            ),
-        ])?;
+        kernel
+            .check_signature(
+                &[
+                    ("m", ::warp_launch::ParamKind::Value(::warp_launch::DType::MAT33F)),
+                    (
+                        "t",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::MAT33F,
+                            ndim: ::core::option::Option::Some(1),
+                        },
+                    ),
+                    (
+                        "v",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::VEC3F,
+                            ndim: ::core::option::Option::Some(1),
+                        },
+                    ),
+                    (
+                        "out",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::VEC3F,
+                            ndim: ::core::option::Option::Some(1),
+                        },
+                    ),
+                ],
+            )?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -1390,17 +1443,18 @@ impl Transform {
         out: &::warp_launch::TypedArray<[f32; 3], 1>,
     ) -> ::warp_launch::Result<()> {
         let m = m.map(|row| row.map(f32::to_le_bytes));
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Value(m.as_flattened().as_flattened()),
-                ::warp_launch::TypedArg::Array(t.as_array()),
-                ::warp_launch::TypedArg::Array(v.as_array()),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Value(m.as_flattened().as_flattened()),
+                    ::warp_launch::TypedArg::Array(t.as_array()),
+                    ::warp_launch::TypedArg::Array(v.as_array()),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Launches `transform` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -1419,17 +1473,18 @@ impl Transform {
         out: &::warp_launch::TypedArray<[f32; 3], 1>,
     ) -> ::warp_launch::Result<()> {
         let m = m.map(|row| row.map(f32::to_le_bytes));
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::Some(stream),
-            &[
-                ::warp_launch::TypedArg::Value(m.as_flattened().as_flattened()),
-                ::warp_launch::TypedArg::Array(t.as_array()),
-                ::warp_launch::TypedArg::Array(v.as_array()),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::Some(stream),
+                &[
+                    ::warp_launch::TypedArg::Value(m.as_flattened().as_flattened()),
+                    ::warp_launch::TypedArg::Array(t.as_array()),
+                    ::warp_launch::TypedArg::Array(v.as_array()),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Checks a launch of `transform` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -1447,16 +1502,17 @@ impl Transform {
         out: &::warp_launch::TypedArray<[f32; 3], 1>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
         let m = m.map(|row| row.map(f32::to_le_bytes));
-        self.0.record_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            &[
-                ::warp_launch::TypedArg::Value(m.as_flattened().as_flattened()),
-                ::warp_launch::TypedArg::Array(t.as_array()),
-                ::warp_launch::TypedArg::Array(v.as_array()),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .record_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                &[
+                    ::warp_launch::TypedArg::Value(m.as_flattened().as_flattened()),
+                    ::warp_launch::TypedArg::Array(t.as_array()),
+                    ::warp_launch::TypedArg::Array(v.as_array()),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Launches the backward kernel of `transform` over `dim`: the forward arguments, then one adjoint per parameter (`adj_m`, `adj_t`, `adj_v`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -1480,21 +1536,22 @@ impl Transform {
     ) -> ::warp_launch::Result<()> {
         let m = m.map(|row| row.map(f32::to_le_bytes));
         let adj_m = adj_m.map(|row| row.map(f32::to_le_bytes));
-        self.0.launch_args(
-            ::warp_launch::Pass::Adjoint,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Value(m.as_flattened().as_flattened()),
-                ::warp_launch::TypedArg::Array(t.as_array()),
-                ::warp_launch::TypedArg::Array(v.as_array()),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-                ::warp_launch::TypedArg::Value(adj_m.as_flattened().as_flattened()),
-                ::warp_launch::TypedArg::from(adj_t),
-                ::warp_launch::TypedArg::from(adj_v),
-                ::warp_launch::TypedArg::from(adj_out),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Value(m.as_flattened().as_flattened()),
+                    ::warp_launch::TypedArg::Array(t.as_array()),
+                    ::warp_launch::TypedArg::Array(v.as_array()),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                    ::warp_launch::TypedArg::Value(adj_m.as_flattened().as_flattened()),
+                    ::warp_launch::TypedArg::from(adj_t),
+                    ::warp_launch::TypedArg::from(adj_v),
+                    ::warp_launch::TypedArg::from(adj_out),
+                ],
+            )
     }
 }
 /// Typed launcher of the Warp kernel `use_struct` (module `kernels`).
@@ -1523,26 +1580,31 @@ impl UseStruct {
     /// `Error::NoSuchKernel` when the module has no kernel `use_struct`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel.check_signature(&[
-            (
-                "p",
-                ::warp_launch::ParamKind::Struct(::std::sync::Arc::new(Params::warp_type())),
-            ),
-            (
-                "x",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::VEC3F,
-                    ndim: ::core::option::Option::Some(1),
-                },
-            ),
-            (
-                "out",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::VEC3F,
-                    ndim: ::core::option::Option::Some(1),
-                },
-            ),
-        ])?;
+        kernel
+            .check_signature(
+                &[
+                    (
+                        "p",
+                        ::warp_launch::ParamKind::Struct(
+                            ::std::sync::Arc::new(Params::warp_type()),
+                        ),
+                    ),
+                    (
+                        "x",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::VEC3F,
+                            ndim: ::core::option::Option::Some(1),
+                        },
+                    ),
+                    (
+                        "out",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::VEC3F,
+                            ndim: ::core::option::Option::Some(1),
+                        },
+                    ),
+                ],
+            )?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -1565,16 +1627,17 @@ impl UseStruct {
         x: &::warp_launch::TypedArray<[f32; 3], 1>,
         out: &::warp_launch::TypedArray<[f32; 3], 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::of_struct(p),
-                ::warp_launch::TypedArg::Array(x.as_array()),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::of_struct(p),
+                    ::warp_launch::TypedArg::Array(x.as_array()),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Launches `use_struct` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -1591,16 +1654,17 @@ impl UseStruct {
         x: &::warp_launch::TypedArray<[f32; 3], 1>,
         out: &::warp_launch::TypedArray<[f32; 3], 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::Some(stream),
-            &[
-                ::warp_launch::TypedArg::of_struct(p),
-                ::warp_launch::TypedArg::Array(x.as_array()),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::Some(stream),
+                &[
+                    ::warp_launch::TypedArg::of_struct(p),
+                    ::warp_launch::TypedArg::Array(x.as_array()),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Checks a launch of `use_struct` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -1616,15 +1680,16 @@ impl UseStruct {
         x: &::warp_launch::TypedArray<[f32; 3], 1>,
         out: &::warp_launch::TypedArray<[f32; 3], 1>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
-        self.0.record_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            &[
-                ::warp_launch::TypedArg::of_struct(p),
-                ::warp_launch::TypedArg::Array(x.as_array()),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .record_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                &[
+                    ::warp_launch::TypedArg::of_struct(p),
+                    ::warp_launch::TypedArg::Array(x.as_array()),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Launches the backward kernel of `use_struct` over `dim`: the forward arguments, then one adjoint per parameter (`adj_p`, `adj_x`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -1644,18 +1709,19 @@ impl UseStruct {
         adj_x: ::core::option::Option<&::warp_launch::TypedArray<[f32; 3], 1>>,
         adj_out: ::core::option::Option<&::warp_launch::TypedArray<[f32; 3], 1>>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_args(
-            ::warp_launch::Pass::Adjoint,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::of_struct(p),
-                ::warp_launch::TypedArg::Array(x.as_array()),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-                ::warp_launch::TypedArg::of_struct(adj_p),
-                ::warp_launch::TypedArg::from(adj_x),
-                ::warp_launch::TypedArg::from(adj_out),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::of_struct(p),
+                    ::warp_launch::TypedArg::Array(x.as_array()),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                    ::warp_launch::TypedArg::of_struct(adj_p),
+                    ::warp_launch::TypedArg::from(adj_x),
+                    ::warp_launch::TypedArg::from(adj_out),
+                ],
+            )
     }
 }

@@ -71,14 +71,10 @@ impl Inner {
         ::warp_launch::StructType::new(
             "Inner_301b5298",
             ::std::vec![
-                (
-                    ::std::string::String::from("flag"),
-                    ::warp_launch::ParamKind::Value(::warp_launch::DType::UINT8)
-                ),
-                (
-                    ::std::string::String::from("value"),
-                    ::warp_launch::ParamKind::Value(::warp_launch::DType::FLOAT64)
-                )
+                (::std::string::String::from("flag"),
+                ::warp_launch::ParamKind::Value(::warp_launch::DType::UINT8)),
+                (::std::string::String::from("value"),
+                ::warp_launch::ParamKind::Value(::warp_launch::DType::FLOAT64))
             ],
         )
     }
@@ -91,8 +87,7 @@ unsafe impl ::warp_launch::WarpStruct for Inner {
     const NAME: &'static str = "Inner_301b5298";
 }
 const _: () = {
-    if ::core::mem::size_of::<Inner>() != 16
-        || ::core::mem::align_of::<Inner>() != 8
+    if ::core::mem::size_of::<Inner>() != 16 || ::core::mem::align_of::<Inner>() != 8
         || ::core::mem::offset_of!(Inner, flag) != 0
         || ::core::mem::offset_of!(Inner, value) != 8
     {
@@ -129,18 +124,12 @@ impl Outer {
         ::warp_launch::StructType::new(
             "Outer_cd01c412",
             ::std::vec![
-                (
-                    ::std::string::String::from("inner"),
-                    ::warp_launch::ParamKind::Struct(::std::sync::Arc::new(Inner::warp_type()))
-                ),
-                (
-                    ::std::string::String::from("count"),
-                    ::warp_launch::ParamKind::Value(::warp_launch::DType::INT16)
-                ),
-                (
-                    ::std::string::String::from("weights"),
-                    ::warp_launch::ParamKind::Value(::warp_launch::DType::VEC3D)
-                )
+                (::std::string::String::from("inner"),
+                ::warp_launch::ParamKind::Struct(::std::sync::Arc::new(Inner::warp_type()))),
+                (::std::string::String::from("count"),
+                ::warp_launch::ParamKind::Value(::warp_launch::DType::INT16)),
+                (::std::string::String::from("weights"),
+                ::warp_launch::ParamKind::Value(::warp_launch::DType::VEC3D))
             ],
         )
     }
@@ -153,8 +142,7 @@ unsafe impl ::warp_launch::WarpStruct for Outer {
     const NAME: &'static str = "Outer_cd01c412";
 }
 const _: () = {
-    if ::core::mem::size_of::<Outer>() != 48
-        || ::core::mem::align_of::<Outer>() != 8
+    if ::core::mem::size_of::<Outer>() != 48 || ::core::mem::align_of::<Outer>() != 8
         || ::core::mem::offset_of!(Outer, inner) != 0
         || ::core::mem::offset_of!(Outer, count) != 16
         || ::core::mem::offset_of!(Outer, weights) != 24
@@ -189,22 +177,25 @@ impl Clone {
     /// `Error::NoSuchKernel` when the module has no kernel `clone`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel.check_signature(&[
-            (
-                "src",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::FLOAT32,
-                    ndim: ::core::option::Option::Some(1),
-                },
-            ),
-            (
-                "dst",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::FLOAT32,
-                    ndim: ::core::option::Option::Some(1),
-                },
-            ),
-        ])?;
+        kernel
+            .check_signature(
+                &[
+                    (
+                        "src",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::FLOAT32,
+                            ndim: ::core::option::Option::Some(1),
+                        },
+                    ),
+                    (
+                        "dst",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::FLOAT32,
+                            ndim: ::core::option::Option::Some(1),
+                        },
+                    ),
+                ],
+            )?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -226,15 +217,16 @@ impl Clone {
         src: &::warp_launch::TypedArray<f32, 1>,
         dst: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(src.as_array()),
-                ::warp_launch::TypedArg::Array(dst.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(src.as_array()),
+                    ::warp_launch::TypedArg::Array(dst.as_array()),
+                ],
+            )
     }
     /// Launches `clone` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -250,15 +242,16 @@ impl Clone {
         src: &::warp_launch::TypedArray<f32, 1>,
         dst: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::Some(stream),
-            &[
-                ::warp_launch::TypedArg::Array(src.as_array()),
-                ::warp_launch::TypedArg::Array(dst.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::Some(stream),
+                &[
+                    ::warp_launch::TypedArg::Array(src.as_array()),
+                    ::warp_launch::TypedArg::Array(dst.as_array()),
+                ],
+            )
     }
     /// Checks a launch of `clone` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -273,14 +266,15 @@ impl Clone {
         src: &::warp_launch::TypedArray<f32, 1>,
         dst: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
-        self.0.record_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            &[
-                ::warp_launch::TypedArg::Array(src.as_array()),
-                ::warp_launch::TypedArg::Array(dst.as_array()),
-            ],
-        )
+        self.0
+            .record_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                &[
+                    ::warp_launch::TypedArg::Array(src.as_array()),
+                    ::warp_launch::TypedArg::Array(dst.as_array()),
+                ],
+            )
     }
     /// Launches the backward kernel of `clone` over `dim`: the forward arguments, then one adjoint per parameter (`adj_src`, `adj_dst`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -297,17 +291,18 @@ impl Clone {
         adj_src: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
         adj_dst: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_args(
-            ::warp_launch::Pass::Adjoint,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(src.as_array()),
-                ::warp_launch::TypedArg::Array(dst.as_array()),
-                ::warp_launch::TypedArg::from(adj_src),
-                ::warp_launch::TypedArg::from(adj_dst),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(src.as_array()),
+                    ::warp_launch::TypedArg::Array(dst.as_array()),
+                    ::warp_launch::TypedArg::from(adj_src),
+                    ::warp_launch::TypedArg::from(adj_dst),
+                ],
+            )
     }
 }
 /// Typed launcher of the Warp kernel `elements` (module `kinds`).
@@ -337,36 +332,39 @@ impl Elements {
     /// `Error::NoSuchKernel` when the module has no kernel `elements`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel.check_signature(&[
-            (
-                "ids",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::VEC3I,
-                    ndim: ::core::option::Option::Some(2),
-                },
-            ),
-            (
-                "frames",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::MAT44F,
-                    ndim: ::core::option::Option::Some(1),
-                },
-            ),
-            (
-                "counts",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::UINT64,
-                    ndim: ::core::option::Option::Some(1),
-                },
-            ),
-            (
-                "bytes_",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::UINT8,
-                    ndim: ::core::option::Option::Some(1),
-                },
-            ),
-        ])?;
+        kernel
+            .check_signature(
+                &[
+                    (
+                        "ids",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::VEC3I,
+                            ndim: ::core::option::Option::Some(2),
+                        },
+                    ),
+                    (
+                        "frames",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::MAT44F,
+                            ndim: ::core::option::Option::Some(1),
+                        },
+                    ),
+                    (
+                        "counts",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::UINT64,
+                            ndim: ::core::option::Option::Some(1),
+                        },
+                    ),
+                    (
+                        "bytes_",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::UINT8,
+                            ndim: ::core::option::Option::Some(1),
+                        },
+                    ),
+                ],
+            )?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -390,17 +388,18 @@ impl Elements {
         counts: &::warp_launch::TypedArray<u64, 1>,
         bytes_: &::warp_launch::TypedArray<u8, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(ids.as_array()),
-                ::warp_launch::TypedArg::Array(frames.as_array()),
-                ::warp_launch::TypedArg::Array(counts.as_array()),
-                ::warp_launch::TypedArg::Array(bytes_.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(ids.as_array()),
+                    ::warp_launch::TypedArg::Array(frames.as_array()),
+                    ::warp_launch::TypedArg::Array(counts.as_array()),
+                    ::warp_launch::TypedArg::Array(bytes_.as_array()),
+                ],
+            )
     }
     /// Launches `elements` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -418,17 +417,18 @@ impl Elements {
         counts: &::warp_launch::TypedArray<u64, 1>,
         bytes_: &::warp_launch::TypedArray<u8, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::Some(stream),
-            &[
-                ::warp_launch::TypedArg::Array(ids.as_array()),
-                ::warp_launch::TypedArg::Array(frames.as_array()),
-                ::warp_launch::TypedArg::Array(counts.as_array()),
-                ::warp_launch::TypedArg::Array(bytes_.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::Some(stream),
+                &[
+                    ::warp_launch::TypedArg::Array(ids.as_array()),
+                    ::warp_launch::TypedArg::Array(frames.as_array()),
+                    ::warp_launch::TypedArg::Array(counts.as_array()),
+                    ::warp_launch::TypedArg::Array(bytes_.as_array()),
+                ],
+            )
     }
     /// Checks a launch of `elements` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -445,16 +445,17 @@ impl Elements {
         counts: &::warp_launch::TypedArray<u64, 1>,
         bytes_: &::warp_launch::TypedArray<u8, 1>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
-        self.0.record_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            &[
-                ::warp_launch::TypedArg::Array(ids.as_array()),
-                ::warp_launch::TypedArg::Array(frames.as_array()),
-                ::warp_launch::TypedArg::Array(counts.as_array()),
-                ::warp_launch::TypedArg::Array(bytes_.as_array()),
-            ],
-        )
+        self.0
+            .record_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                &[
+                    ::warp_launch::TypedArg::Array(ids.as_array()),
+                    ::warp_launch::TypedArg::Array(frames.as_array()),
+                    ::warp_launch::TypedArg::Array(counts.as_array()),
+                    ::warp_launch::TypedArg::Array(bytes_.as_array()),
+                ],
+            )
     }
     /// Launches the backward kernel of `elements` over `dim`: the forward arguments, then one adjoint per parameter (`adj_ids`, `adj_frames`, `adj_counts`, `adj_bytes_`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -476,21 +477,22 @@ impl Elements {
         adj_counts: ::core::option::Option<&::warp_launch::TypedArray<u64, 1>>,
         adj_bytes_: ::core::option::Option<&::warp_launch::TypedArray<u8, 1>>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_args(
-            ::warp_launch::Pass::Adjoint,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(ids.as_array()),
-                ::warp_launch::TypedArg::Array(frames.as_array()),
-                ::warp_launch::TypedArg::Array(counts.as_array()),
-                ::warp_launch::TypedArg::Array(bytes_.as_array()),
-                ::warp_launch::TypedArg::from(adj_ids),
-                ::warp_launch::TypedArg::from(adj_frames),
-                ::warp_launch::TypedArg::from(adj_counts),
-                ::warp_launch::TypedArg::from(adj_bytes_),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(ids.as_array()),
+                    ::warp_launch::TypedArg::Array(frames.as_array()),
+                    ::warp_launch::TypedArg::Array(counts.as_array()),
+                    ::warp_launch::TypedArg::Array(bytes_.as_array()),
+                    ::warp_launch::TypedArg::from(adj_ids),
+                    ::warp_launch::TypedArg::from(adj_frames),
+                    ::warp_launch::TypedArg::from(adj_counts),
+                    ::warp_launch::TypedArg::from(adj_bytes_),
+                ],
+            )
     }
 }
 /// Typed launcher of the Warp kernel `half_value` (module `kinds`).
@@ -518,19 +520,22 @@ impl HalfValue {
     /// `Error::NoSuchKernel` when the module has no kernel `half_value`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel.check_signature(&[
-            (
-                "h",
-                ::warp_launch::ParamKind::Value(::warp_launch::DType::FLOAT16),
-            ),
-            (
-                "out",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::FLOAT32,
-                    ndim: ::core::option::Option::Some(1),
-                },
-            ),
-        ])?;
+        kernel
+            .check_signature(
+                &[
+                    (
+                        "h",
+                        ::warp_launch::ParamKind::Value(::warp_launch::DType::FLOAT16),
+                    ),
+                    (
+                        "out",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::FLOAT32,
+                            ndim: ::core::option::Option::Some(1),
+                        },
+                    ),
+                ],
+            )?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -553,15 +558,16 @@ impl HalfValue {
         out: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
         let h = h.to_le_bytes();
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Value(&h),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Value(&h),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Launches `half_value` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -578,15 +584,16 @@ impl HalfValue {
         out: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
         let h = h.to_le_bytes();
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::Some(stream),
-            &[
-                ::warp_launch::TypedArg::Value(&h),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::Some(stream),
+                &[
+                    ::warp_launch::TypedArg::Value(&h),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Checks a launch of `half_value` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -602,14 +609,15 @@ impl HalfValue {
         out: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
         let h = h.to_le_bytes();
-        self.0.record_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            &[
-                ::warp_launch::TypedArg::Value(&h),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .record_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                &[
+                    ::warp_launch::TypedArg::Value(&h),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Launches the backward kernel of `half_value` over `dim`: the forward arguments, then one adjoint per parameter (`adj_h`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -628,17 +636,18 @@ impl HalfValue {
     ) -> ::warp_launch::Result<()> {
         let h = h.to_le_bytes();
         let adj_h = adj_h.to_le_bytes();
-        self.0.launch_args(
-            ::warp_launch::Pass::Adjoint,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Value(&h),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-                ::warp_launch::TypedArg::Value(&adj_h),
-                ::warp_launch::TypedArg::from(adj_out),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Value(&h),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                    ::warp_launch::TypedArg::Value(&adj_h),
+                    ::warp_launch::TypedArg::from(adj_out),
+                ],
+            )
     }
 }
 /// Typed launcher of the Warp kernel `mixed` (module `kinds`).
@@ -672,43 +681,39 @@ impl Mixed {
     /// `Error::NoSuchKernel` when the module has no kernel `mixed`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel.check_signature(&[
-            (
-                "o",
-                ::warp_launch::ParamKind::Struct(::std::sync::Arc::new(Outer::warp_type())),
-            ),
-            (
-                "m",
-                ::warp_launch::ParamKind::Value(::warp_launch::DType::MAT22D),
-            ),
-            (
-                "q",
-                ::warp_launch::ParamKind::Value(::warp_launch::DType::QUATF),
-            ),
-            (
-                "t",
-                ::warp_launch::ParamKind::Value(::warp_launch::DType::TRANSFORMF),
-            ),
-            (
-                "on",
-                ::warp_launch::ParamKind::Value(::warp_launch::DType::BOOL),
-            ),
-            (
-                "big",
-                ::warp_launch::ParamKind::Value(::warp_launch::DType::INT64),
-            ),
-            (
-                "small",
-                ::warp_launch::ParamKind::Value(::warp_launch::DType::INT8),
-            ),
-            (
-                "out",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::FLOAT64,
-                    ndim: ::core::option::Option::Some(1),
-                },
-            ),
-        ])?;
+        kernel
+            .check_signature(
+                &[
+                    (
+                        "o",
+                        ::warp_launch::ParamKind::Struct(
+                            ::std::sync::Arc::new(Outer::warp_type()),
+                        ),
+                    ),
+                    ("m", ::warp_launch::ParamKind::Value(::warp_launch::DType::MAT22D)),
+                    ("q", ::warp_launch::ParamKind::Value(::warp_launch::DType::QUATF)),
+                    (
+                        "t",
+                        ::warp_launch::ParamKind::Value(::warp_launch::DType::TRANSFORMF),
+                    ),
+                    ("on", ::warp_launch::ParamKind::Value(::warp_launch::DType::BOOL)),
+                    (
+                        "big",
+                        ::warp_launch::ParamKind::Value(::warp_launch::DType::INT64),
+                    ),
+                    (
+                        "small",
+                        ::warp_launch::ParamKind::Value(::warp_launch::DType::INT8),
+                    ),
+                    (
+                        "out",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::FLOAT64,
+                            ndim: ::core::option::Option::Some(1),
+                        },
+                    ),
+                ],
+            )?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -743,21 +748,22 @@ impl Mixed {
         let on = [u8::from(on)];
         let big = big.to_le_bytes();
         let small = small.to_le_bytes();
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::of_struct(o),
-                ::warp_launch::TypedArg::Value(m.as_flattened().as_flattened()),
-                ::warp_launch::TypedArg::Value(q.as_flattened()),
-                ::warp_launch::TypedArg::Value(t.as_flattened()),
-                ::warp_launch::TypedArg::Value(&on),
-                ::warp_launch::TypedArg::Value(&big),
-                ::warp_launch::TypedArg::Value(&small),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::of_struct(o),
+                    ::warp_launch::TypedArg::Value(m.as_flattened().as_flattened()),
+                    ::warp_launch::TypedArg::Value(q.as_flattened()),
+                    ::warp_launch::TypedArg::Value(t.as_flattened()),
+                    ::warp_launch::TypedArg::Value(&on),
+                    ::warp_launch::TypedArg::Value(&big),
+                    ::warp_launch::TypedArg::Value(&small),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Launches `mixed` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -786,21 +792,22 @@ impl Mixed {
         let on = [u8::from(on)];
         let big = big.to_le_bytes();
         let small = small.to_le_bytes();
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::Some(stream),
-            &[
-                ::warp_launch::TypedArg::of_struct(o),
-                ::warp_launch::TypedArg::Value(m.as_flattened().as_flattened()),
-                ::warp_launch::TypedArg::Value(q.as_flattened()),
-                ::warp_launch::TypedArg::Value(t.as_flattened()),
-                ::warp_launch::TypedArg::Value(&on),
-                ::warp_launch::TypedArg::Value(&big),
-                ::warp_launch::TypedArg::Value(&small),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::Some(stream),
+                &[
+                    ::warp_launch::TypedArg::of_struct(o),
+                    ::warp_launch::TypedArg::Value(m.as_flattened().as_flattened()),
+                    ::warp_launch::TypedArg::Value(q.as_flattened()),
+                    ::warp_launch::TypedArg::Value(t.as_flattened()),
+                    ::warp_launch::TypedArg::Value(&on),
+                    ::warp_launch::TypedArg::Value(&big),
+                    ::warp_launch::TypedArg::Value(&small),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Checks a launch of `mixed` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -828,20 +835,21 @@ impl Mixed {
         let on = [u8::from(on)];
         let big = big.to_le_bytes();
         let small = small.to_le_bytes();
-        self.0.record_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            &[
-                ::warp_launch::TypedArg::of_struct(o),
-                ::warp_launch::TypedArg::Value(m.as_flattened().as_flattened()),
-                ::warp_launch::TypedArg::Value(q.as_flattened()),
-                ::warp_launch::TypedArg::Value(t.as_flattened()),
-                ::warp_launch::TypedArg::Value(&on),
-                ::warp_launch::TypedArg::Value(&big),
-                ::warp_launch::TypedArg::Value(&small),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .record_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                &[
+                    ::warp_launch::TypedArg::of_struct(o),
+                    ::warp_launch::TypedArg::Value(m.as_flattened().as_flattened()),
+                    ::warp_launch::TypedArg::Value(q.as_flattened()),
+                    ::warp_launch::TypedArg::Value(t.as_flattened()),
+                    ::warp_launch::TypedArg::Value(&on),
+                    ::warp_launch::TypedArg::Value(&big),
+                    ::warp_launch::TypedArg::Value(&small),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Launches the backward kernel of `mixed` over `dim`: the forward arguments, then one adjoint per parameter (`adj_o`, `adj_m`, `adj_q`, `adj_t`, `adj_on`, `adj_big`, `adj_small`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -883,29 +891,30 @@ impl Mixed {
         let adj_on = [u8::from(adj_on)];
         let adj_big = adj_big.to_le_bytes();
         let adj_small = adj_small.to_le_bytes();
-        self.0.launch_args(
-            ::warp_launch::Pass::Adjoint,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::of_struct(o),
-                ::warp_launch::TypedArg::Value(m.as_flattened().as_flattened()),
-                ::warp_launch::TypedArg::Value(q.as_flattened()),
-                ::warp_launch::TypedArg::Value(t.as_flattened()),
-                ::warp_launch::TypedArg::Value(&on),
-                ::warp_launch::TypedArg::Value(&big),
-                ::warp_launch::TypedArg::Value(&small),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-                ::warp_launch::TypedArg::of_struct(adj_o),
-                ::warp_launch::TypedArg::Value(adj_m.as_flattened().as_flattened()),
-                ::warp_launch::TypedArg::Value(adj_q.as_flattened()),
-                ::warp_launch::TypedArg::Value(adj_t.as_flattened()),
-                ::warp_launch::TypedArg::Value(&adj_on),
-                ::warp_launch::TypedArg::Value(&adj_big),
-                ::warp_launch::TypedArg::Value(&adj_small),
-                ::warp_launch::TypedArg::from(adj_out),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::of_struct(o),
+                    ::warp_launch::TypedArg::Value(m.as_flattened().as_flattened()),
+                    ::warp_launch::TypedArg::Value(q.as_flattened()),
+                    ::warp_launch::TypedArg::Value(t.as_flattened()),
+                    ::warp_launch::TypedArg::Value(&on),
+                    ::warp_launch::TypedArg::Value(&big),
+                    ::warp_launch::TypedArg::Value(&small),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                    ::warp_launch::TypedArg::of_struct(adj_o),
+                    ::warp_launch::TypedArg::Value(adj_m.as_flattened().as_flattened()),
+                    ::warp_launch::TypedArg::Value(adj_q.as_flattened()),
+                    ::warp_launch::TypedArg::Value(adj_t.as_flattened()),
+                    ::warp_launch::TypedArg::Value(&adj_on),
+                    ::warp_launch::TypedArg::Value(&adj_big),
+                    ::warp_launch::TypedArg::Value(&adj_small),
+                    ::warp_launch::TypedArg::from(adj_out),
+                ],
+            )
     }
 }
 /// Typed launcher of the Warp kernel `names` (module `kinds`).
@@ -935,30 +944,33 @@ impl Names {
     /// `Error::NoSuchKernel` when the module has no kernel `names`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel.check_signature(&[
-            (
-                "type",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::INT32,
-                    ndim: ::core::option::Option::Some(1),
-                },
-            ),
-            (
-                "match",
-                ::warp_launch::ParamKind::Value(::warp_launch::DType::INT32),
-            ),
-            (
-                "dim",
-                ::warp_launch::ParamKind::Value(::warp_launch::DType::UINT32),
-            ),
-            (
-                "stream",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::UINT32,
-                    ndim: ::core::option::Option::Some(1),
-                },
-            ),
-        ])?;
+        kernel
+            .check_signature(
+                &[
+                    (
+                        "type",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::INT32,
+                            ndim: ::core::option::Option::Some(1),
+                        },
+                    ),
+                    (
+                        "match",
+                        ::warp_launch::ParamKind::Value(::warp_launch::DType::INT32),
+                    ),
+                    (
+                        "dim",
+                        ::warp_launch::ParamKind::Value(::warp_launch::DType::UINT32),
+                    ),
+                    (
+                        "stream",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::UINT32,
+                            ndim: ::core::option::Option::Some(1),
+                        },
+                    ),
+                ],
+            )?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -984,17 +996,18 @@ impl Names {
     ) -> ::warp_launch::Result<()> {
         let r#match = r#match.to_le_bytes();
         let dim_ = dim_.to_le_bytes();
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(r#type.as_array()),
-                ::warp_launch::TypedArg::Value(&r#match),
-                ::warp_launch::TypedArg::Value(&dim_),
-                ::warp_launch::TypedArg::Array(stream_.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(r#type.as_array()),
+                    ::warp_launch::TypedArg::Value(&r#match),
+                    ::warp_launch::TypedArg::Value(&dim_),
+                    ::warp_launch::TypedArg::Array(stream_.as_array()),
+                ],
+            )
     }
     /// Launches `names` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -1014,17 +1027,18 @@ impl Names {
     ) -> ::warp_launch::Result<()> {
         let r#match = r#match.to_le_bytes();
         let dim_ = dim_.to_le_bytes();
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::Some(stream),
-            &[
-                ::warp_launch::TypedArg::Array(r#type.as_array()),
-                ::warp_launch::TypedArg::Value(&r#match),
-                ::warp_launch::TypedArg::Value(&dim_),
-                ::warp_launch::TypedArg::Array(stream_.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::Some(stream),
+                &[
+                    ::warp_launch::TypedArg::Array(r#type.as_array()),
+                    ::warp_launch::TypedArg::Value(&r#match),
+                    ::warp_launch::TypedArg::Value(&dim_),
+                    ::warp_launch::TypedArg::Array(stream_.as_array()),
+                ],
+            )
     }
     /// Checks a launch of `names` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -1043,16 +1057,17 @@ impl Names {
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
         let r#match = r#match.to_le_bytes();
         let dim_ = dim_.to_le_bytes();
-        self.0.record_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            &[
-                ::warp_launch::TypedArg::Array(r#type.as_array()),
-                ::warp_launch::TypedArg::Value(&r#match),
-                ::warp_launch::TypedArg::Value(&dim_),
-                ::warp_launch::TypedArg::Array(stream_.as_array()),
-            ],
-        )
+        self.0
+            .record_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                &[
+                    ::warp_launch::TypedArg::Array(r#type.as_array()),
+                    ::warp_launch::TypedArg::Value(&r#match),
+                    ::warp_launch::TypedArg::Value(&dim_),
+                    ::warp_launch::TypedArg::Array(stream_.as_array()),
+                ],
+            )
     }
     /// Launches the backward kernel of `names` over `dim`: the forward arguments, then one adjoint per parameter (`adj_type`, `adj_match`, `adj_dim`, `adj_stream`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -1078,21 +1093,22 @@ impl Names {
         let dim_ = dim_.to_le_bytes();
         let adj_match = adj_match.to_le_bytes();
         let adj_dim = adj_dim.to_le_bytes();
-        self.0.launch_args(
-            ::warp_launch::Pass::Adjoint,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(r#type.as_array()),
-                ::warp_launch::TypedArg::Value(&r#match),
-                ::warp_launch::TypedArg::Value(&dim_),
-                ::warp_launch::TypedArg::Array(stream_.as_array()),
-                ::warp_launch::TypedArg::from(adj_type),
-                ::warp_launch::TypedArg::Value(&adj_match),
-                ::warp_launch::TypedArg::Value(&adj_dim),
-                ::warp_launch::TypedArg::from(adj_stream),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(r#type.as_array()),
+                    ::warp_launch::TypedArg::Value(&r#match),
+                    ::warp_launch::TypedArg::Value(&dim_),
+                    ::warp_launch::TypedArg::Array(stream_.as_array()),
+                    ::warp_launch::TypedArg::from(adj_type),
+                    ::warp_launch::TypedArg::Value(&adj_match),
+                    ::warp_launch::TypedArg::Value(&adj_dim),
+                    ::warp_launch::TypedArg::from(adj_stream),
+                ],
+            )
     }
 }
 /// Typed launcher of the Warp kernel `ok` (module `kinds`).
@@ -1119,13 +1135,18 @@ impl Ok {
     /// `Error::NoSuchKernel` when the module has no kernel `ok`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel.check_signature(&[(
-            "flags",
-            ::warp_launch::ParamKind::Array {
-                dtype: ::warp_launch::DType::INT32,
-                ndim: ::core::option::Option::Some(1),
-            },
-        )])?;
+        kernel
+            .check_signature(
+                &[
+                    (
+                        "flags",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::INT32,
+                            ndim: ::core::option::Option::Some(1),
+                        },
+                    ),
+                ],
+            )?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -1146,12 +1167,13 @@ impl Ok {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         flags: &::warp_launch::TypedArray<i32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::None,
-            &[::warp_launch::TypedArg::Array(flags.as_array())],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::None,
+                &[::warp_launch::TypedArg::Array(flags.as_array())],
+            )
     }
     /// Launches `ok` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -1166,12 +1188,13 @@ impl Ok {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         flags: &::warp_launch::TypedArray<i32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::Some(stream),
-            &[::warp_launch::TypedArg::Array(flags.as_array())],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::Some(stream),
+                &[::warp_launch::TypedArg::Array(flags.as_array())],
+            )
     }
     /// Checks a launch of `ok` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -1185,11 +1208,12 @@ impl Ok {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         flags: &::warp_launch::TypedArray<i32, 1>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
-        self.0.record_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            &[::warp_launch::TypedArg::Array(flags.as_array())],
-        )
+        self.0
+            .record_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                &[::warp_launch::TypedArg::Array(flags.as_array())],
+            )
     }
     /// Launches the backward kernel of `ok` over `dim`: the forward arguments, then one adjoint per parameter (`adj_flags`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -1204,15 +1228,16 @@ impl Ok {
         flags: &::warp_launch::TypedArray<i32, 1>,
         adj_flags: ::core::option::Option<&::warp_launch::TypedArray<i32, 1>>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_args(
-            ::warp_launch::Pass::Adjoint,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(flags.as_array()),
-                ::warp_launch::TypedArg::from(adj_flags),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(flags.as_array()),
+                    ::warp_launch::TypedArg::from(adj_flags),
+                ],
+            )
     }
 }
 /// Typed launcher of the Warp kernel `shape_only` (module `kinds`).
@@ -1240,22 +1265,25 @@ impl ShapeOnly {
     /// `Error::NoSuchKernel` when the module has no kernel `shape_only`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel.check_signature(&[
-            (
-                "a",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::FLOAT32,
-                    ndim: ::core::option::Option::Some(3),
-                },
-            ),
-            (
-                "out",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::INT32,
-                    ndim: ::core::option::Option::Some(1),
-                },
-            ),
-        ])?;
+        kernel
+            .check_signature(
+                &[
+                    (
+                        "a",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::FLOAT32,
+                            ndim: ::core::option::Option::Some(3),
+                        },
+                    ),
+                    (
+                        "out",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::INT32,
+                            ndim: ::core::option::Option::Some(1),
+                        },
+                    ),
+                ],
+            )?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -1277,15 +1305,16 @@ impl ShapeOnly {
         a: &::warp_launch::TypedArray<f32, 3>,
         out: &::warp_launch::TypedArray<i32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Launches `shape_only` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -1301,15 +1330,16 @@ impl ShapeOnly {
         a: &::warp_launch::TypedArray<f32, 3>,
         out: &::warp_launch::TypedArray<i32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::Some(stream),
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::Some(stream),
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Checks a launch of `shape_only` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -1324,14 +1354,15 @@ impl ShapeOnly {
         a: &::warp_launch::TypedArray<f32, 3>,
         out: &::warp_launch::TypedArray<i32, 1>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
-        self.0.record_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .record_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Launches the backward kernel of `shape_only` over `dim`: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -1348,16 +1379,17 @@ impl ShapeOnly {
         adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 3>>,
         adj_out: ::core::option::Option<&::warp_launch::TypedArray<i32, 1>>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_args(
-            ::warp_launch::Pass::Adjoint,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-                ::warp_launch::TypedArg::from(adj_a),
-                ::warp_launch::TypedArg::from(adj_out),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
+                    ::warp_launch::TypedArg::from(adj_out),
+                ],
+            )
     }
 }

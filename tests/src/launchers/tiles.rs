@@ -68,22 +68,25 @@ impl RowSums {
     /// `Error::NoSuchKernel` when the module has no kernel `row_sums`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel.check_signature(&[
-            (
-                "a",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::FLOAT32,
-                    ndim: ::core::option::Option::Some(2),
-                },
-            ),
-            (
-                "out",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::FLOAT32,
-                    ndim: ::core::option::Option::Some(1),
-                },
-            ),
-        ])?;
+        kernel
+            .check_signature(
+                &[
+                    (
+                        "a",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::FLOAT32,
+                            ndim: ::core::option::Option::Some(2),
+                        },
+                    ),
+                    (
+                        "out",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::FLOAT32,
+                            ndim: ::core::option::Option::Some(1),
+                        },
+                    ),
+                ],
+            )?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -105,15 +108,16 @@ impl RowSums {
         a: &::warp_launch::TypedArray<f32, 2>,
         out: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Launches `row_sums` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -129,15 +133,16 @@ impl RowSums {
         a: &::warp_launch::TypedArray<f32, 2>,
         out: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::Some(stream),
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::Some(stream),
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Checks a launch of `row_sums` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -152,14 +157,15 @@ impl RowSums {
         a: &::warp_launch::TypedArray<f32, 2>,
         out: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
-        self.0.record_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .record_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Launches the backward kernel of `row_sums` over `dim`: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -176,17 +182,18 @@ impl RowSums {
         adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
         adj_out: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_args(
-            ::warp_launch::Pass::Adjoint,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-                ::warp_launch::TypedArg::from(adj_a),
-                ::warp_launch::TypedArg::from(adj_out),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
+                    ::warp_launch::TypedArg::from(adj_out),
+                ],
+            )
     }
     /// Launches `row_sums` as Warp's `wp.launch_tiled(row_sums, dim, inputs=[a, out])`: the module's block size (64) is appended to `dim` as one more extent, so each block of threads works on one tile.
     ///
@@ -201,15 +208,16 @@ impl RowSums {
         a: &::warp_launch::TypedArray<f32, 2>,
         out: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_tiled_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .launch_tiled_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// `launch_tiled` on `stream`, which must belong to the arrays' device.
     ///
@@ -225,15 +233,16 @@ impl RowSums {
         a: &::warp_launch::TypedArray<f32, 2>,
         out: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_tiled_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::Some(stream),
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .launch_tiled_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::Some(stream),
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// The backward kernel of `row_sums`, launched tiled as `launch_tiled` launches the forward one: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -250,17 +259,18 @@ impl RowSums {
         adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
         adj_out: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_tiled_args(
-            ::warp_launch::Pass::Adjoint,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-                ::warp_launch::TypedArg::from(adj_a),
-                ::warp_launch::TypedArg::from(adj_out),
-            ],
-        )
+        self.0
+            .launch_tiled_args(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
+                    ::warp_launch::TypedArg::from(adj_out),
+                ],
+            )
     }
     /// The backward kernel of `row_sums` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -284,17 +294,18 @@ impl RowSums {
     ) -> ::warp_launch::Result<()> {
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
-            self.0.launch_args_unchecked(
-                ::warp_launch::Pass::Adjoint,
-                dim,
-                stream,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::from(adj_a),
-                    ::warp_launch::TypedArg::from(adj_out),
-                ],
-            )
+            self.0
+                .launch_args_unchecked(
+                    ::warp_launch::Pass::Adjoint,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(a.as_array()),
+                        ::warp_launch::TypedArg::Array(out.as_array()),
+                        ::warp_launch::TypedArg::from(adj_a),
+                        ::warp_launch::TypedArg::from(adj_out),
+                    ],
+                )
         }
     }
     /// The backward kernel of `row_sums`, launched tiled, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
@@ -319,17 +330,18 @@ impl RowSums {
     ) -> ::warp_launch::Result<()> {
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
-            self.0.launch_tiled_args_unchecked(
-                ::warp_launch::Pass::Adjoint,
-                dim,
-                stream,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::from(adj_a),
-                    ::warp_launch::TypedArg::from(adj_out),
-                ],
-            )
+            self.0
+                .launch_tiled_args_unchecked(
+                    ::warp_launch::Pass::Adjoint,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(a.as_array()),
+                        ::warp_launch::TypedArg::Array(out.as_array()),
+                        ::warp_launch::TypedArg::from(adj_a),
+                        ::warp_launch::TypedArg::from(adj_out),
+                    ],
+                )
         }
     }
 }
@@ -361,26 +373,29 @@ impl ScaleShared {
     /// `Error::NoSuchKernel` when the module has no kernel `scale_shared`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel.check_signature(&[
-            (
-                "a",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::FLOAT32,
-                    ndim: ::core::option::Option::Some(2),
-                },
-            ),
-            (
-                "s",
-                ::warp_launch::ParamKind::Value(::warp_launch::DType::FLOAT32),
-            ),
-            (
-                "out",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::FLOAT32,
-                    ndim: ::core::option::Option::Some(2),
-                },
-            ),
-        ])?;
+        kernel
+            .check_signature(
+                &[
+                    (
+                        "a",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::FLOAT32,
+                            ndim: ::core::option::Option::Some(2),
+                        },
+                    ),
+                    (
+                        "s",
+                        ::warp_launch::ParamKind::Value(::warp_launch::DType::FLOAT32),
+                    ),
+                    (
+                        "out",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::FLOAT32,
+                            ndim: ::core::option::Option::Some(2),
+                        },
+                    ),
+                ],
+            )?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -404,16 +419,17 @@ impl ScaleShared {
         out: &::warp_launch::TypedArray<f32, 2>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Value(&s),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Value(&s),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Launches `scale_shared` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -431,16 +447,17 @@ impl ScaleShared {
         out: &::warp_launch::TypedArray<f32, 2>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::Some(stream),
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Value(&s),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::Some(stream),
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Value(&s),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Checks a launch of `scale_shared` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -457,15 +474,16 @@ impl ScaleShared {
         out: &::warp_launch::TypedArray<f32, 2>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
         let s = s.to_le_bytes();
-        self.0.record_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Value(&s),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .record_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Value(&s),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Launches the backward kernel of `scale_shared` over `dim`: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -487,19 +505,20 @@ impl ScaleShared {
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
         let adj_s = adj_s.to_le_bytes();
-        self.0.launch_args(
-            ::warp_launch::Pass::Adjoint,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Value(&s),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-                ::warp_launch::TypedArg::from(adj_a),
-                ::warp_launch::TypedArg::Value(&adj_s),
-                ::warp_launch::TypedArg::from(adj_out),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Value(&s),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
+                    ::warp_launch::TypedArg::Value(&adj_s),
+                    ::warp_launch::TypedArg::from(adj_out),
+                ],
+            )
     }
     /// Launches `scale_shared` as Warp's `wp.launch_tiled(scale_shared, dim, inputs=[a, s, out])`: the module's block size (64) is appended to `dim` as one more extent, so each block of threads works on one tile.
     ///
@@ -516,16 +535,17 @@ impl ScaleShared {
         out: &::warp_launch::TypedArray<f32, 2>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
-        self.0.launch_tiled_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Value(&s),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .launch_tiled_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Value(&s),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// `launch_tiled` on `stream`, which must belong to the arrays' device.
     ///
@@ -543,16 +563,17 @@ impl ScaleShared {
         out: &::warp_launch::TypedArray<f32, 2>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
-        self.0.launch_tiled_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::Some(stream),
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Value(&s),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .launch_tiled_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::Some(stream),
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Value(&s),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// The backward kernel of `scale_shared`, launched tiled as `launch_tiled` launches the forward one: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -574,19 +595,20 @@ impl ScaleShared {
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
         let adj_s = adj_s.to_le_bytes();
-        self.0.launch_tiled_args(
-            ::warp_launch::Pass::Adjoint,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Value(&s),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-                ::warp_launch::TypedArg::from(adj_a),
-                ::warp_launch::TypedArg::Value(&adj_s),
-                ::warp_launch::TypedArg::from(adj_out),
-            ],
-        )
+        self.0
+            .launch_tiled_args(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Value(&s),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
+                    ::warp_launch::TypedArg::Value(&adj_s),
+                    ::warp_launch::TypedArg::from(adj_out),
+                ],
+            )
     }
     /// Launches `scale_shared` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
     ///
@@ -610,16 +632,17 @@ impl ScaleShared {
         let s = s.to_le_bytes();
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
-            self.0.launch_args_unchecked(
-                ::warp_launch::Pass::Forward,
-                dim,
-                stream,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Value(&s),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+            self.0
+                .launch_args_unchecked(
+                    ::warp_launch::Pass::Forward,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(a.as_array()),
+                        ::warp_launch::TypedArg::Value(&s),
+                        ::warp_launch::TypedArg::Array(out.as_array()),
+                    ],
+                )
         }
     }
     /// `launch_tiled` without the kernel's access rules, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`); see `launch_unchecked`.
@@ -644,16 +667,17 @@ impl ScaleShared {
         let s = s.to_le_bytes();
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
-            self.0.launch_tiled_args_unchecked(
-                ::warp_launch::Pass::Forward,
-                dim,
-                stream,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Value(&s),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+            self.0
+                .launch_tiled_args_unchecked(
+                    ::warp_launch::Pass::Forward,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(a.as_array()),
+                        ::warp_launch::TypedArg::Value(&s),
+                        ::warp_launch::TypedArg::Array(out.as_array()),
+                    ],
+                )
         }
     }
     /// The backward kernel of `scale_shared` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
@@ -683,19 +707,20 @@ impl ScaleShared {
         let adj_s = adj_s.to_le_bytes();
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
-            self.0.launch_args_unchecked(
-                ::warp_launch::Pass::Adjoint,
-                dim,
-                stream,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Value(&s),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::from(adj_a),
-                    ::warp_launch::TypedArg::Value(&adj_s),
-                    ::warp_launch::TypedArg::from(adj_out),
-                ],
-            )
+            self.0
+                .launch_args_unchecked(
+                    ::warp_launch::Pass::Adjoint,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(a.as_array()),
+                        ::warp_launch::TypedArg::Value(&s),
+                        ::warp_launch::TypedArg::Array(out.as_array()),
+                        ::warp_launch::TypedArg::from(adj_a),
+                        ::warp_launch::TypedArg::Value(&adj_s),
+                        ::warp_launch::TypedArg::from(adj_out),
+                    ],
+                )
         }
     }
     /// The backward kernel of `scale_shared`, launched tiled, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
@@ -725,19 +750,20 @@ impl ScaleShared {
         let adj_s = adj_s.to_le_bytes();
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
-            self.0.launch_tiled_args_unchecked(
-                ::warp_launch::Pass::Adjoint,
-                dim,
-                stream,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Value(&s),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::from(adj_a),
-                    ::warp_launch::TypedArg::Value(&adj_s),
-                    ::warp_launch::TypedArg::from(adj_out),
-                ],
-            )
+            self.0
+                .launch_tiled_args_unchecked(
+                    ::warp_launch::Pass::Adjoint,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(a.as_array()),
+                        ::warp_launch::TypedArg::Value(&s),
+                        ::warp_launch::TypedArg::Array(out.as_array()),
+                        ::warp_launch::TypedArg::from(adj_a),
+                        ::warp_launch::TypedArg::Value(&adj_s),
+                        ::warp_launch::TypedArg::from(adj_out),
+                    ],
+                )
         }
     }
 }
@@ -771,26 +797,29 @@ impl ScaleTiles {
     /// `Error::NoSuchKernel` when the module has no kernel `scale_tiles`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel.check_signature(&[
-            (
-                "a",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::FLOAT32,
-                    ndim: ::core::option::Option::Some(2),
-                },
-            ),
-            (
-                "s",
-                ::warp_launch::ParamKind::Value(::warp_launch::DType::FLOAT32),
-            ),
-            (
-                "out",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::FLOAT32,
-                    ndim: ::core::option::Option::Some(2),
-                },
-            ),
-        ])?;
+        kernel
+            .check_signature(
+                &[
+                    (
+                        "a",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::FLOAT32,
+                            ndim: ::core::option::Option::Some(2),
+                        },
+                    ),
+                    (
+                        "s",
+                        ::warp_launch::ParamKind::Value(::warp_launch::DType::FLOAT32),
+                    ),
+                    (
+                        "out",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::FLOAT32,
+                            ndim: ::core::option::Option::Some(2),
+                        },
+                    ),
+                ],
+            )?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -814,16 +843,17 @@ impl ScaleTiles {
         out: &::warp_launch::TypedArray<f32, 2>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Value(&s),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Value(&s),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Launches `scale_tiles` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -841,16 +871,17 @@ impl ScaleTiles {
         out: &::warp_launch::TypedArray<f32, 2>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::Some(stream),
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Value(&s),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::Some(stream),
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Value(&s),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Checks a launch of `scale_tiles` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -867,15 +898,16 @@ impl ScaleTiles {
         out: &::warp_launch::TypedArray<f32, 2>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
         let s = s.to_le_bytes();
-        self.0.record_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Value(&s),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .record_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Value(&s),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Launches the backward kernel of `scale_tiles` over `dim`: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -897,19 +929,20 @@ impl ScaleTiles {
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
         let adj_s = adj_s.to_le_bytes();
-        self.0.launch_args(
-            ::warp_launch::Pass::Adjoint,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Value(&s),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-                ::warp_launch::TypedArg::from(adj_a),
-                ::warp_launch::TypedArg::Value(&adj_s),
-                ::warp_launch::TypedArg::from(adj_out),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Value(&s),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
+                    ::warp_launch::TypedArg::Value(&adj_s),
+                    ::warp_launch::TypedArg::from(adj_out),
+                ],
+            )
     }
     /// Launches `scale_tiles` as Warp's `wp.launch_tiled(scale_tiles, dim, inputs=[a, s, out])`: the module's block size (64) is appended to `dim` as one more extent, so each block of threads works on one tile.
     ///
@@ -926,16 +959,17 @@ impl ScaleTiles {
         out: &::warp_launch::TypedArray<f32, 2>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
-        self.0.launch_tiled_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Value(&s),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .launch_tiled_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Value(&s),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// `launch_tiled` on `stream`, which must belong to the arrays' device.
     ///
@@ -953,16 +987,17 @@ impl ScaleTiles {
         out: &::warp_launch::TypedArray<f32, 2>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
-        self.0.launch_tiled_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::Some(stream),
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Value(&s),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .launch_tiled_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::Some(stream),
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Value(&s),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// The backward kernel of `scale_tiles`, launched tiled as `launch_tiled` launches the forward one: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -984,19 +1019,20 @@ impl ScaleTiles {
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
         let adj_s = adj_s.to_le_bytes();
-        self.0.launch_tiled_args(
-            ::warp_launch::Pass::Adjoint,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Value(&s),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-                ::warp_launch::TypedArg::from(adj_a),
-                ::warp_launch::TypedArg::Value(&adj_s),
-                ::warp_launch::TypedArg::from(adj_out),
-            ],
-        )
+        self.0
+            .launch_tiled_args(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Value(&s),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
+                    ::warp_launch::TypedArg::Value(&adj_s),
+                    ::warp_launch::TypedArg::from(adj_out),
+                ],
+            )
     }
     /// The backward kernel of `scale_tiles` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -1025,19 +1061,20 @@ impl ScaleTiles {
         let adj_s = adj_s.to_le_bytes();
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
-            self.0.launch_args_unchecked(
-                ::warp_launch::Pass::Adjoint,
-                dim,
-                stream,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Value(&s),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::from(adj_a),
-                    ::warp_launch::TypedArg::Value(&adj_s),
-                    ::warp_launch::TypedArg::from(adj_out),
-                ],
-            )
+            self.0
+                .launch_args_unchecked(
+                    ::warp_launch::Pass::Adjoint,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(a.as_array()),
+                        ::warp_launch::TypedArg::Value(&s),
+                        ::warp_launch::TypedArg::Array(out.as_array()),
+                        ::warp_launch::TypedArg::from(adj_a),
+                        ::warp_launch::TypedArg::Value(&adj_s),
+                        ::warp_launch::TypedArg::from(adj_out),
+                    ],
+                )
         }
     }
     /// The backward kernel of `scale_tiles`, launched tiled, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
@@ -1067,19 +1104,20 @@ impl ScaleTiles {
         let adj_s = adj_s.to_le_bytes();
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
-            self.0.launch_tiled_args_unchecked(
-                ::warp_launch::Pass::Adjoint,
-                dim,
-                stream,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Value(&s),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::from(adj_a),
-                    ::warp_launch::TypedArg::Value(&adj_s),
-                    ::warp_launch::TypedArg::from(adj_out),
-                ],
-            )
+            self.0
+                .launch_tiled_args_unchecked(
+                    ::warp_launch::Pass::Adjoint,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(a.as_array()),
+                        ::warp_launch::TypedArg::Value(&s),
+                        ::warp_launch::TypedArg::Array(out.as_array()),
+                        ::warp_launch::TypedArg::from(adj_a),
+                        ::warp_launch::TypedArg::Value(&adj_s),
+                        ::warp_launch::TypedArg::from(adj_out),
+                    ],
+                )
         }
     }
 }
@@ -1111,26 +1149,29 @@ impl ScaleUnchecked {
     /// `Error::NoSuchKernel` when the module has no kernel `scale_unchecked`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel.check_signature(&[
-            (
-                "a",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::FLOAT32,
-                    ndim: ::core::option::Option::Some(2),
-                },
-            ),
-            (
-                "s",
-                ::warp_launch::ParamKind::Value(::warp_launch::DType::FLOAT32),
-            ),
-            (
-                "out",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::FLOAT32,
-                    ndim: ::core::option::Option::Some(2),
-                },
-            ),
-        ])?;
+        kernel
+            .check_signature(
+                &[
+                    (
+                        "a",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::FLOAT32,
+                            ndim: ::core::option::Option::Some(2),
+                        },
+                    ),
+                    (
+                        "s",
+                        ::warp_launch::ParamKind::Value(::warp_launch::DType::FLOAT32),
+                    ),
+                    (
+                        "out",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::FLOAT32,
+                            ndim: ::core::option::Option::Some(2),
+                        },
+                    ),
+                ],
+            )?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -1154,16 +1195,17 @@ impl ScaleUnchecked {
         out: &::warp_launch::TypedArray<f32, 2>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Value(&s),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Value(&s),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Launches `scale_unchecked` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -1181,16 +1223,17 @@ impl ScaleUnchecked {
         out: &::warp_launch::TypedArray<f32, 2>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::Some(stream),
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Value(&s),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::Some(stream),
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Value(&s),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Checks a launch of `scale_unchecked` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -1207,15 +1250,16 @@ impl ScaleUnchecked {
         out: &::warp_launch::TypedArray<f32, 2>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
         let s = s.to_le_bytes();
-        self.0.record_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Value(&s),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .record_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Value(&s),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Launches the backward kernel of `scale_unchecked` over `dim`: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -1237,19 +1281,20 @@ impl ScaleUnchecked {
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
         let adj_s = adj_s.to_le_bytes();
-        self.0.launch_args(
-            ::warp_launch::Pass::Adjoint,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Value(&s),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-                ::warp_launch::TypedArg::from(adj_a),
-                ::warp_launch::TypedArg::Value(&adj_s),
-                ::warp_launch::TypedArg::from(adj_out),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Value(&s),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
+                    ::warp_launch::TypedArg::Value(&adj_s),
+                    ::warp_launch::TypedArg::from(adj_out),
+                ],
+            )
     }
     /// Launches `scale_unchecked` as Warp's `wp.launch_tiled(scale_unchecked, dim, inputs=[a, s, out])`: the module's block size (64) is appended to `dim` as one more extent, so each block of threads works on one tile.
     ///
@@ -1266,16 +1311,17 @@ impl ScaleUnchecked {
         out: &::warp_launch::TypedArray<f32, 2>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
-        self.0.launch_tiled_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Value(&s),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .launch_tiled_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Value(&s),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// `launch_tiled` on `stream`, which must belong to the arrays' device.
     ///
@@ -1293,16 +1339,17 @@ impl ScaleUnchecked {
         out: &::warp_launch::TypedArray<f32, 2>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
-        self.0.launch_tiled_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::Some(stream),
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Value(&s),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .launch_tiled_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::Some(stream),
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Value(&s),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// The backward kernel of `scale_unchecked`, launched tiled as `launch_tiled` launches the forward one: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -1324,19 +1371,20 @@ impl ScaleUnchecked {
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
         let adj_s = adj_s.to_le_bytes();
-        self.0.launch_tiled_args(
-            ::warp_launch::Pass::Adjoint,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Value(&s),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-                ::warp_launch::TypedArg::from(adj_a),
-                ::warp_launch::TypedArg::Value(&adj_s),
-                ::warp_launch::TypedArg::from(adj_out),
-            ],
-        )
+        self.0
+            .launch_tiled_args(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Value(&s),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
+                    ::warp_launch::TypedArg::Value(&adj_s),
+                    ::warp_launch::TypedArg::from(adj_out),
+                ],
+            )
     }
     /// Launches `scale_unchecked` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
     ///
@@ -1360,16 +1408,17 @@ impl ScaleUnchecked {
         let s = s.to_le_bytes();
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
-            self.0.launch_args_unchecked(
-                ::warp_launch::Pass::Forward,
-                dim,
-                stream,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Value(&s),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+            self.0
+                .launch_args_unchecked(
+                    ::warp_launch::Pass::Forward,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(a.as_array()),
+                        ::warp_launch::TypedArg::Value(&s),
+                        ::warp_launch::TypedArg::Array(out.as_array()),
+                    ],
+                )
         }
     }
     /// `launch_tiled` without the kernel's access rules, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`); see `launch_unchecked`.
@@ -1394,16 +1443,17 @@ impl ScaleUnchecked {
         let s = s.to_le_bytes();
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
-            self.0.launch_tiled_args_unchecked(
-                ::warp_launch::Pass::Forward,
-                dim,
-                stream,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Value(&s),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+            self.0
+                .launch_tiled_args_unchecked(
+                    ::warp_launch::Pass::Forward,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(a.as_array()),
+                        ::warp_launch::TypedArg::Value(&s),
+                        ::warp_launch::TypedArg::Array(out.as_array()),
+                    ],
+                )
         }
     }
     /// The backward kernel of `scale_unchecked` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
@@ -1433,19 +1483,20 @@ impl ScaleUnchecked {
         let adj_s = adj_s.to_le_bytes();
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
-            self.0.launch_args_unchecked(
-                ::warp_launch::Pass::Adjoint,
-                dim,
-                stream,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Value(&s),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::from(adj_a),
-                    ::warp_launch::TypedArg::Value(&adj_s),
-                    ::warp_launch::TypedArg::from(adj_out),
-                ],
-            )
+            self.0
+                .launch_args_unchecked(
+                    ::warp_launch::Pass::Adjoint,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(a.as_array()),
+                        ::warp_launch::TypedArg::Value(&s),
+                        ::warp_launch::TypedArg::Array(out.as_array()),
+                        ::warp_launch::TypedArg::from(adj_a),
+                        ::warp_launch::TypedArg::Value(&adj_s),
+                        ::warp_launch::TypedArg::from(adj_out),
+                    ],
+                )
         }
     }
     /// The backward kernel of `scale_unchecked`, launched tiled, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
@@ -1475,19 +1526,20 @@ impl ScaleUnchecked {
         let adj_s = adj_s.to_le_bytes();
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
-            self.0.launch_tiled_args_unchecked(
-                ::warp_launch::Pass::Adjoint,
-                dim,
-                stream,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Value(&s),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::from(adj_a),
-                    ::warp_launch::TypedArg::Value(&adj_s),
-                    ::warp_launch::TypedArg::from(adj_out),
-                ],
-            )
+            self.0
+                .launch_tiled_args_unchecked(
+                    ::warp_launch::Pass::Adjoint,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(a.as_array()),
+                        ::warp_launch::TypedArg::Value(&s),
+                        ::warp_launch::TypedArg::Array(out.as_array()),
+                        ::warp_launch::TypedArg::from(adj_a),
+                        ::warp_launch::TypedArg::Value(&adj_s),
+                        ::warp_launch::TypedArg::from(adj_out),
+                    ],
+                )
         }
     }
 }
@@ -1518,22 +1570,25 @@ impl ShiftedRows {
     /// `Error::NoSuchKernel` when the module has no kernel `shifted_rows`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel.check_signature(&[
-            (
-                "a",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::FLOAT32,
-                    ndim: ::core::option::Option::Some(2),
-                },
-            ),
-            (
-                "out",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::FLOAT32,
-                    ndim: ::core::option::Option::Some(1),
-                },
-            ),
-        ])?;
+        kernel
+            .check_signature(
+                &[
+                    (
+                        "a",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::FLOAT32,
+                            ndim: ::core::option::Option::Some(2),
+                        },
+                    ),
+                    (
+                        "out",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::FLOAT32,
+                            ndim: ::core::option::Option::Some(1),
+                        },
+                    ),
+                ],
+            )?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -1555,15 +1610,16 @@ impl ShiftedRows {
         a: &::warp_launch::TypedArray<f32, 2>,
         out: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Launches `shifted_rows` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -1579,15 +1635,16 @@ impl ShiftedRows {
         a: &::warp_launch::TypedArray<f32, 2>,
         out: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::Some(stream),
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::Some(stream),
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Checks a launch of `shifted_rows` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -1602,14 +1659,15 @@ impl ShiftedRows {
         a: &::warp_launch::TypedArray<f32, 2>,
         out: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
-        self.0.record_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .record_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// Launches the backward kernel of `shifted_rows` over `dim`: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -1626,17 +1684,18 @@ impl ShiftedRows {
         adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
         adj_out: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_args(
-            ::warp_launch::Pass::Adjoint,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-                ::warp_launch::TypedArg::from(adj_a),
-                ::warp_launch::TypedArg::from(adj_out),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
+                    ::warp_launch::TypedArg::from(adj_out),
+                ],
+            )
     }
     /// Launches `shifted_rows` as Warp's `wp.launch_tiled(shifted_rows, dim, inputs=[a, out])`: the module's block size (64) is appended to `dim` as one more extent, so each block of threads works on one tile.
     ///
@@ -1651,15 +1710,16 @@ impl ShiftedRows {
         a: &::warp_launch::TypedArray<f32, 2>,
         out: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_tiled_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .launch_tiled_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// `launch_tiled` on `stream`, which must belong to the arrays' device.
     ///
@@ -1675,15 +1735,16 @@ impl ShiftedRows {
         a: &::warp_launch::TypedArray<f32, 2>,
         out: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_tiled_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::Some(stream),
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-            ],
-        )
+        self.0
+            .launch_tiled_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::Some(stream),
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
     }
     /// The backward kernel of `shifted_rows`, launched tiled as `launch_tiled` launches the forward one: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -1700,17 +1761,18 @@ impl ShiftedRows {
         adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
         adj_out: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_tiled_args(
-            ::warp_launch::Pass::Adjoint,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Array(out.as_array()),
-                ::warp_launch::TypedArg::from(adj_a),
-                ::warp_launch::TypedArg::from(adj_out),
-            ],
-        )
+        self.0
+            .launch_tiled_args(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
+                    ::warp_launch::TypedArg::from(adj_out),
+                ],
+            )
     }
     /// Launches `shifted_rows` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
     ///
@@ -1732,15 +1794,16 @@ impl ShiftedRows {
     ) -> ::warp_launch::Result<()> {
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
-            self.0.launch_args_unchecked(
-                ::warp_launch::Pass::Forward,
-                dim,
-                stream,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+            self.0
+                .launch_args_unchecked(
+                    ::warp_launch::Pass::Forward,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(a.as_array()),
+                        ::warp_launch::TypedArg::Array(out.as_array()),
+                    ],
+                )
         }
     }
     /// `launch_tiled` without the kernel's access rules, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`); see `launch_unchecked`.
@@ -1763,15 +1826,16 @@ impl ShiftedRows {
     ) -> ::warp_launch::Result<()> {
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
-            self.0.launch_tiled_args_unchecked(
-                ::warp_launch::Pass::Forward,
-                dim,
-                stream,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                ],
-            )
+            self.0
+                .launch_tiled_args_unchecked(
+                    ::warp_launch::Pass::Forward,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(a.as_array()),
+                        ::warp_launch::TypedArg::Array(out.as_array()),
+                    ],
+                )
         }
     }
     /// The backward kernel of `shifted_rows` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
@@ -1796,17 +1860,18 @@ impl ShiftedRows {
     ) -> ::warp_launch::Result<()> {
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
-            self.0.launch_args_unchecked(
-                ::warp_launch::Pass::Adjoint,
-                dim,
-                stream,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::from(adj_a),
-                    ::warp_launch::TypedArg::from(adj_out),
-                ],
-            )
+            self.0
+                .launch_args_unchecked(
+                    ::warp_launch::Pass::Adjoint,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(a.as_array()),
+                        ::warp_launch::TypedArg::Array(out.as_array()),
+                        ::warp_launch::TypedArg::from(adj_a),
+                        ::warp_launch::TypedArg::from(adj_out),
+                    ],
+                )
         }
     }
     /// The backward kernel of `shifted_rows`, launched tiled, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
@@ -1831,17 +1896,18 @@ impl ShiftedRows {
     ) -> ::warp_launch::Result<()> {
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
-            self.0.launch_tiled_args_unchecked(
-                ::warp_launch::Pass::Adjoint,
-                dim,
-                stream,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::from(adj_a),
-                    ::warp_launch::TypedArg::from(adj_out),
-                ],
-            )
+            self.0
+                .launch_tiled_args_unchecked(
+                    ::warp_launch::Pass::Adjoint,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(a.as_array()),
+                        ::warp_launch::TypedArg::Array(out.as_array()),
+                        ::warp_launch::TypedArg::from(adj_a),
+                        ::warp_launch::TypedArg::from(adj_out),
+                    ],
+                )
         }
     }
 }
@@ -1874,22 +1940,25 @@ impl TotalSum {
     /// `Error::NoSuchKernel` when the module has no kernel `total_sum`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
-        kernel.check_signature(&[
-            (
-                "a",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::FLOAT32,
-                    ndim: ::core::option::Option::Some(1),
-                },
-            ),
-            (
-                "total",
-                ::warp_launch::ParamKind::Array {
-                    dtype: ::warp_launch::DType::FLOAT32,
-                    ndim: ::core::option::Option::Some(1),
-                },
-            ),
-        ])?;
+        kernel
+            .check_signature(
+                &[
+                    (
+                        "a",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::FLOAT32,
+                            ndim: ::core::option::Option::Some(1),
+                        },
+                    ),
+                    (
+                        "total",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::FLOAT32,
+                            ndim: ::core::option::Option::Some(1),
+                        },
+                    ),
+                ],
+            )?;
         ::core::result::Result::Ok(Self(kernel))
     }
     /// The kernel, for what the typed launchers do not cover
@@ -1911,15 +1980,16 @@ impl TotalSum {
         a: &::warp_launch::TypedArray<f32, 1>,
         total: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Array(total.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(total.as_array()),
+                ],
+            )
     }
     /// Launches `total_sum` over `dim` on `stream`, which must belong to the arrays' device.
     ///
@@ -1935,15 +2005,16 @@ impl TotalSum {
         a: &::warp_launch::TypedArray<f32, 1>,
         total: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::Some(stream),
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Array(total.as_array()),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::Some(stream),
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(total.as_array()),
+                ],
+            )
     }
     /// Checks a launch of `total_sum` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
@@ -1958,14 +2029,15 @@ impl TotalSum {
         a: &::warp_launch::TypedArray<f32, 1>,
         total: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
-        self.0.record_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Array(total.as_array()),
-            ],
-        )
+        self.0
+            .record_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(total.as_array()),
+                ],
+            )
     }
     /// Launches the backward kernel of `total_sum` over `dim`: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_total`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -1982,17 +2054,18 @@ impl TotalSum {
         adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
         adj_total: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_args(
-            ::warp_launch::Pass::Adjoint,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Array(total.as_array()),
-                ::warp_launch::TypedArg::from(adj_a),
-                ::warp_launch::TypedArg::from(adj_total),
-            ],
-        )
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(total.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
+                    ::warp_launch::TypedArg::from(adj_total),
+                ],
+            )
     }
     /// Launches `total_sum` as Warp's `wp.launch_tiled(total_sum, dim, inputs=[a, total])`: the module's block size (64) is appended to `dim` as one more extent, so each block of threads works on one tile.
     ///
@@ -2007,15 +2080,16 @@ impl TotalSum {
         a: &::warp_launch::TypedArray<f32, 1>,
         total: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_tiled_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Array(total.as_array()),
-            ],
-        )
+        self.0
+            .launch_tiled_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(total.as_array()),
+                ],
+            )
     }
     /// `launch_tiled` on `stream`, which must belong to the arrays' device.
     ///
@@ -2031,15 +2105,16 @@ impl TotalSum {
         a: &::warp_launch::TypedArray<f32, 1>,
         total: &::warp_launch::TypedArray<f32, 1>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_tiled_args(
-            ::warp_launch::Pass::Forward,
-            dim,
-            ::core::option::Option::Some(stream),
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Array(total.as_array()),
-            ],
-        )
+        self.0
+            .launch_tiled_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::Some(stream),
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(total.as_array()),
+                ],
+            )
     }
     /// The backward kernel of `total_sum`, launched tiled as `launch_tiled` launches the forward one: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_total`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -2056,17 +2131,18 @@ impl TotalSum {
         adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
         adj_total: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
     ) -> ::warp_launch::Result<()> {
-        self.0.launch_tiled_args(
-            ::warp_launch::Pass::Adjoint,
-            dim,
-            ::core::option::Option::None,
-            &[
-                ::warp_launch::TypedArg::Array(a.as_array()),
-                ::warp_launch::TypedArg::Array(total.as_array()),
-                ::warp_launch::TypedArg::from(adj_a),
-                ::warp_launch::TypedArg::from(adj_total),
-            ],
-        )
+        self.0
+            .launch_tiled_args(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(a.as_array()),
+                    ::warp_launch::TypedArg::Array(total.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
+                    ::warp_launch::TypedArg::from(adj_total),
+                ],
+            )
     }
     /// The backward kernel of `total_sum` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_total`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -2090,17 +2166,18 @@ impl TotalSum {
     ) -> ::warp_launch::Result<()> {
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
-            self.0.launch_args_unchecked(
-                ::warp_launch::Pass::Adjoint,
-                dim,
-                stream,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Array(total.as_array()),
-                    ::warp_launch::TypedArg::from(adj_a),
-                    ::warp_launch::TypedArg::from(adj_total),
-                ],
-            )
+            self.0
+                .launch_args_unchecked(
+                    ::warp_launch::Pass::Adjoint,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(a.as_array()),
+                        ::warp_launch::TypedArg::Array(total.as_array()),
+                        ::warp_launch::TypedArg::from(adj_a),
+                        ::warp_launch::TypedArg::from(adj_total),
+                    ],
+                )
         }
     }
     /// The backward kernel of `total_sum`, launched tiled, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_total`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
@@ -2125,17 +2202,18 @@ impl TotalSum {
     ) -> ::warp_launch::Result<()> {
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
-            self.0.launch_tiled_args_unchecked(
-                ::warp_launch::Pass::Adjoint,
-                dim,
-                stream,
-                &[
-                    ::warp_launch::TypedArg::Array(a.as_array()),
-                    ::warp_launch::TypedArg::Array(total.as_array()),
-                    ::warp_launch::TypedArg::from(adj_a),
-                    ::warp_launch::TypedArg::from(adj_total),
-                ],
-            )
+            self.0
+                .launch_tiled_args_unchecked(
+                    ::warp_launch::Pass::Adjoint,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(a.as_array()),
+                        ::warp_launch::TypedArg::Array(total.as_array()),
+                        ::warp_launch::TypedArg::from(adj_a),
+                        ::warp_launch::TypedArg::from(adj_total),
+                    ],
+                )
         }
     }
 }

@@ -7,11 +7,11 @@
 #[path = "../../src/launchers/kernels.rs"]
 mod kernels;
 #[allow(dead_code)]
-#[path = "../../src/launchers/kinds.rs"]
-mod kinds;
-#[allow(dead_code)]
 #[path = "../../src/launchers/tiles.rs"]
 mod tiles;
+#[allow(dead_code)]
+#[path = "../../src/launchers/kinds.rs"]
+mod kinds;
 
 use warp_launch::{AotModule, Device, Launch, Stream, Tape, TypedArray};
 
@@ -27,8 +27,7 @@ fn run(module: &AotModule, stream: &Stream) -> warp_launch::Result<Launch> {
 
     k.saxpy.launch(4, 2.0, &x, &y)?;
     k.saxpy.launch_on(stream, 4, 2.0, &x, &y)?;
-    k.saxpy
-        .launch_adjoint(4, 2.0, &x, &y, 0.0, Some(&x), None)?;
+    k.saxpy.launch_adjoint(4, 2.0, &x, &y, 0.0, Some(&x), None)?;
     k.add2d.launch([4, 8], &grid, &grid, &grid)?;
     k.index4d.launch([2, 2, 2, 2], &counts)?;
     let p = kernels::Params {
@@ -37,13 +36,8 @@ fn run(module: &AotModule, stream: &Stream) -> warp_launch::Result<Launch> {
         count: 3,
     };
     k.use_struct.launch(4, &p, &points, &points)?;
-    k.transform.launch(
-        4,
-        [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]],
-        &frames,
-        &points,
-        &points,
-    )?;
+    k.transform
+        .launch(4, [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]], &frames, &points, &points)?;
     let mut tape = Tape::new();
     tape.record(|| k.chain_sin.launch(4, &x, 1.5, &y))?;
 
@@ -54,17 +48,7 @@ fn run(module: &AotModule, stream: &Stream) -> warp_launch::Result<Launch> {
         ..Default::default()
     };
     let out = TypedArray::<f64, 1>::zeros(dev, [4])?;
-    t.mixed.launch(
-        4,
-        &outer,
-        [[1.0; 2]; 2],
-        [0.0, 0.0, 0.0, 1.0],
-        [0.0; 7],
-        true,
-        -1,
-        3,
-        &out,
-    )?;
+    t.mixed.launch(4, &outer, [[1.0; 2]; 2], [0.0, 0.0, 0.0, 1.0], [0.0; 7], true, -1, 3, &out)?;
     let named = TypedArray::<i32, 1>::zeros(dev, [4])?;
     let unsigned = TypedArray::<u32, 1>::zeros(dev, [4])?;
     t.names.launch(4, &named, 7, 9, &unsigned)?;
