@@ -88,6 +88,7 @@ impl fmt::Display for Context {
 }
 
 impl PartialEq for Context {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         self.inner.raw == other.inner.raw
     }

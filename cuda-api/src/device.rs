@@ -271,10 +271,18 @@ impl CudaDevice {
     ///
     /// [`CudaError::Driver`] when the driver cannot read one of the attributes
     /// the limits are made of.
+    #[inline]
     pub fn limits(&self) -> CudaResult<&DeviceLimits> {
-        if let Some(l) = self.inner.limits.get() {
-            return Ok(l);
+        match self.inner.limits.get() {
+            Some(l) => Ok(l),
+            None => self.query_limits(),
         }
+    }
+
+    /// [`CudaDevice::limits`]' first call: the queries, kept once.
+    #[cold]
+    #[inline(never)]
+    fn query_limits(&self) -> CudaResult<&DeviceLimits> {
         use CUdevice_attribute as A;
         let a = |x| self.attribute(x).map(|v| v as u32);
         let (major, minor) = self.compute_capability()?;

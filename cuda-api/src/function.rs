@@ -17,7 +17,7 @@ use crate::error::{CudaError, CudaResult};
 use crate::launch::{
     ClusterLimits, DeviceLimits, Dim3, FunctionLimits, LaunchConfig, LaunchError,
     PotentialBlockSize, check_block, check_cluster_fit, check_cluster_shape, check_cluster_size,
-    check_cooperative, check_nonzero, check_programmatic, check_shape,
+    check_cooperative, check_nonzero, check_programmatic, check_shape, cluster_fits, shape_blocks,
 };
 use crate::params::ParamSlot;
 use crate::stream::Stream;
@@ -112,18 +112,21 @@ impl LastCluster {
 
     /// The answers kept for `key`, if the last configuration was this one
     /// and no writer was storing meanwhile.
+    /// Each word is compared where it is loaded: copying the words into
+    /// an array and comparing that as one slice made the compiler store
+    /// them 4 bytes at a time and load them back 16 at a time, a
+    /// store-forwarding stall that `perf annotate` put at a third of the
+    /// cluster check's samples.
     #[inline]
     fn get(&self, key: [u32; 7]) -> Option<(u32, u32)> {
         let s1 = self.seq.load(Ordering::Acquire);
-        if s1 & 1 == 1 {
-            return None;
-        }
-        let w: [u32; 10] = std::array::from_fn(|i| self.words[i].load(Ordering::Relaxed));
+        let w = |i: usize| self.words[i].load(Ordering::Relaxed);
+        let same = (0..7).fold((s1 & 1 == 0) & (w(9) == 1), |same, i| {
+            same & (w(i) == key[i])
+        });
+        let answers = (w(7), w(8));
         std::sync::atomic::fence(Ordering::Acquire);
-        if self.seq.load(Ordering::Relaxed) != s1 || w[9] != 1 || w[..7] != key {
-            return None;
-        }
-        Some((w[7], w[8]))
+        (same & (self.seq.load(Ordering::Relaxed) == s1)).then_some(answers)
     }
 
     /// Stores `words` (with `answers`' lock held by the caller).
@@ -320,16 +323,24 @@ impl Function {
     }
 
     /// Refuses a context other than a module function's own, before any driver call.
+    #[inline]
     pub(crate) fn check_context(&self, ctx: &Context) -> CudaResult<()> {
         match &self.home {
-            Some(home) if home != ctx => Err(LaunchError::ContextMismatch {
-                kernel: self.name.clone(),
-                function_context: home.to_string(),
-                stream_context: ctx.to_string(),
-            }
-            .into()),
+            Some(home) if home != ctx => Err(self.context_mismatch(home, ctx)),
             _ => Ok(()),
         }
+    }
+
+    /// The refusal of [`Function::check_context`].
+    #[cold]
+    #[inline(never)]
+    fn context_mismatch(&self, home: &Context, ctx: &Context) -> CudaError {
+        LaunchError::ContextMismatch {
+            kernel: self.name.clone(),
+            function_context: home.to_string(),
+            stream_context: ctx.to_string(),
+        }
+        .into()
     }
 
     /// The `CUfunction` that runs this kernel in `ctx`: a module's own
@@ -694,14 +705,44 @@ impl Function {
         })
     }
 
-    /// Checks the cluster of a launch, cheapest first: device and grid
-    /// (no query), then the kernel's cluster limits, then whether one
-    /// cluster fits (each driver answer cached). Returns the active-cluster
-    /// count and whether the launch must carry the cluster attribute: not
-    /// for a kernel compiled with this very cluster (`__cluster_dims__`),
-    /// which the driver applies anyway.
-    #[cold]
+    /// Checks the cluster of a launch. Returns the active-cluster count and
+    /// whether the launch must carry the cluster attribute: not for a
+    /// kernel compiled with this very cluster (`__cluster_dims__`), which
+    /// the driver applies anyway. The configuration the last launch checked
+    /// is answered from [`LastCluster`], and every check is made again with
+    /// those answers ([`cluster_fits`], without building an error); any
+    /// other case, and any failure, goes to [`Function::check_cluster_slow`].
+    #[inline]
     fn check_cluster_launch(
+        &self,
+        facts: &Facts,
+        device: &DeviceLimits,
+        cfg: &LaunchConfig,
+        cluster: Dim3,
+    ) -> CudaResult<(u32, bool)> {
+        if let Some(cf) = facts.cluster.get()
+            && let Some((max_size, active)) =
+                cf.last
+                    .get(LastCluster::key(cfg.block, cfg.shared_mem_bytes, cluster))
+        {
+            let limits = ClusterLimits {
+                non_portable_allowed: cf.non_portable.load(Ordering::Relaxed),
+                required: cf.required,
+                max_size,
+            };
+            if cluster_fits(device, &limits, cfg, cluster, active) {
+                return Ok((active, cf.required.is_none()));
+            }
+        }
+        self.check_cluster_slow(facts, device, cfg, cluster)
+    }
+
+    /// [`Function::check_cluster_launch`] with its errors, cheapest check
+    /// first: device and grid (no query), then the kernel's cluster limits,
+    /// then whether one cluster fits (each driver answer cached).
+    #[cold]
+    #[inline(never)]
+    fn check_cluster_slow(
         &self,
         facts: &Facts,
         device: &DeviceLimits,
@@ -911,14 +952,29 @@ impl Function {
         ctx.bind()?;
         let limits = ctx.device().limits()?;
         self.with_facts(ctx, |facts| {
-            let blocks = check_shape(&self.name, limits, &facts.limits(), cfg)?;
-            if cooperative {
-                let threads = cfg.block.product().unwrap_or(u64::MAX) as u32;
-                let per_sm = self.occupancy_of(facts, threads, cfg.shared_mem_bytes)?;
-                check_cooperative(&self.name, limits, cfg, blocks, per_sm)?;
-            }
+            self.check_with_facts(limits, facts, cfg, cooperative)?;
             Ok(facts.func)
         })
+    }
+
+    /// The checks of [`Function::check_config`] once the context is bound
+    /// and the facts are at hand: extents and limits, then for a
+    /// cooperative launch whether the grid fits.
+    #[inline]
+    fn check_with_facts(
+        &self,
+        limits: &DeviceLimits,
+        facts: &Facts,
+        cfg: &LaunchConfig,
+        cooperative: bool,
+    ) -> CudaResult<()> {
+        let blocks = shape_blocks(&self.name, limits, &facts.limits(), cfg)?;
+        if cooperative {
+            let threads = cfg.block.product().unwrap_or(u64::MAX) as u32;
+            let per_sm = self.occupancy_of(facts, threads, cfg.shared_mem_bytes)?;
+            check_cooperative(&self.name, limits, cfg, blocks, per_sm)?;
+        }
+        Ok(())
     }
 
     /// Launches `func` with a configuration [`Function::check_config`]
@@ -1045,67 +1101,72 @@ impl Function {
         let ctx = stream.context();
         // The checks of a configuration, as a prepared launch makes them
         // once (`check_config`): context, extents, limits, cooperative fit.
-        let func = self.check_config(ctx, cfg, cooperative)?;
-        if cfg.cluster.is_none() && !cfg.programmatic {
-            // SAFETY: the configuration was checked for `func`, this
-            // function in the stream's context, which `check_config` made
-            // current; the caller vouches for `params`.
-            return unsafe { self.launch_plain(stream, func, cfg, params, cooperative) };
-        }
-        // SAFETY: the configuration checks above passed; the caller's
-        // promise for `params`.
-        unsafe { self.launch_with_attributes(stream, cfg, params, cooperative) }
+        self.check_context(ctx)?;
+        ctx.bind()?;
+        let limits = ctx.device().limits()?;
+        self.with_facts(ctx, |facts| {
+            self.check_with_facts(limits, facts, cfg, cooperative)?;
+            if cfg.cluster.is_none() && !cfg.programmatic {
+                // SAFETY: the configuration was checked for `facts.func`,
+                // this function in the stream's context, made current
+                // above; the caller vouches for `params`.
+                return unsafe { self.launch_plain(stream, facts.func, cfg, params, cooperative) };
+            }
+            // SAFETY: the configuration checks above passed; the caller's
+            // promise for `params`.
+            unsafe { self.launch_with_attributes(stream, limits, facts, cfg, params, cooperative) }
+        })
     }
 
     /// The rest of [`Function::launch_raw`] for a cluster or programmatic
     /// launch: the launch attributes' own checks, then the launch with
-    /// them.
+    /// them. Kept out of the plain launch's code.
     ///
     /// # Safety
     ///
-    /// As for [`Function::launch_raw`], after its configuration checks.
-    #[cold]
+    /// As for [`Function::launch_raw`], after its configuration checks
+    /// with `limits` (the stream's device's) and `facts` (this function's
+    /// in the stream's context, which is current).
+    #[inline(never)]
     unsafe fn launch_with_attributes(
         &self,
         stream: &Stream,
+        limits: &DeviceLimits,
+        facts: &Facts,
         cfg: &LaunchConfig,
         params: *mut *mut c_void,
         cooperative: bool,
     ) -> CudaResult<()> {
-        let ctx = stream.context();
-        let limits = ctx.device().limits()?;
-        self.with_facts(ctx, |facts| {
-            // One entry point for every kind: cuLaunchKernelEx, with the
-            // attributes asked for. On the H200 its raw cost was 0.977x to
-            // 0.995x that of cuLaunchCooperativeKernel across runs.
-            let mut attrs = [CUlaunchAttribute::default(); 3];
-            let mut n = 0;
-            if cooperative {
-                attrs[n].id = CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
-                attrs[n].value.cooperative = 1;
-                n += 1;
-            }
-            if let Some(cluster) = cfg.cluster
-                && self.check_cluster_launch(facts, limits, cfg, cluster)?.1
-            {
-                attrs[n].id = CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-                attrs[n].value.clusterDim.x = cluster.x;
-                attrs[n].value.clusterDim.y = cluster.y;
-                attrs[n].value.clusterDim.z = cluster.z;
-                n += 1;
-            }
-            if cfg.programmatic {
-                check_programmatic(&self.name, limits, cfg)?;
-                attrs[n].id =
-                    CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-                attrs[n].value.programmaticStreamSerializationAllowed = 1;
-                n += 1;
-            }
-            // SAFETY: validated configuration and attributes; the function
-            // is this context's; the caller vouches for `params` (and, for a
-            // programmatic launch, for the kernel's wait).
-            unsafe { self.launch_ex(stream, facts.func, cfg, &mut attrs[..n], params) }
-        })
+        // One entry point for every kind: cuLaunchKernelEx, with the
+        // attributes asked for. On the H200 its raw cost was 0.977x to
+        // 0.995x that of cuLaunchCooperativeKernel across runs.
+        let mut attrs = [CUlaunchAttribute::default(); 3];
+        let mut n = 0;
+        if cooperative {
+            attrs[n].id = CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+            attrs[n].value.cooperative = 1;
+            n += 1;
+        }
+        if let Some(cluster) = cfg.cluster
+            && self.check_cluster_launch(facts, limits, cfg, cluster)?.1
+        {
+            attrs[n].id = CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+            attrs[n].value.clusterDim.x = cluster.x;
+            attrs[n].value.clusterDim.y = cluster.y;
+            attrs[n].value.clusterDim.z = cluster.z;
+            n += 1;
+        }
+        if cfg.programmatic {
+            check_programmatic(&self.name, limits, cfg)?;
+            attrs[n].id =
+                CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+            attrs[n].value.programmaticStreamSerializationAllowed = 1;
+            n += 1;
+        }
+        // SAFETY: validated configuration and attributes; the function
+        // is this context's; the caller vouches for `params` (and, for a
+        // programmatic launch, for the kernel's wait).
+        unsafe { self.launch_ex(stream, facts.func, cfg, &mut attrs[..n], params) }
     }
 }
 

@@ -795,9 +795,55 @@ pub(crate) fn check_block(
     Ok(())
 }
 
+/// The grid's block count when every check of [`check_shape`] passes, and
+/// `None` when one fails: the same checks made without building an error,
+/// so a launch's common case runs few instructions and no error code. A
+/// caller that gets `None` asks [`check_shape`] for the error (see
+/// [`shape_blocks`]).
+#[inline]
+pub(crate) fn shape_fits(
+    device: &DeviceLimits,
+    func: &FunctionLimits,
+    cfg: &LaunchConfig,
+) -> Option<u64> {
+    let (g, b, d) = (cfg.grid, cfg.block, device);
+    // `&` rather than `&&`: every comparison is cheap, and one branch at the
+    // end predicts better than twelve.
+    let nonzero = (g.x != 0) & (g.y != 0) & (g.z != 0) & (b.x != 0) & (b.y != 0) & (b.z != 0);
+    let within = (g.x <= d.max_grid.x)
+        & (g.y <= d.max_grid.y)
+        & (g.z <= d.max_grid.z)
+        & (b.x <= d.max_block.x)
+        & (b.y <= d.max_block.y)
+        & (b.z <= d.max_block.z);
+    let threads = b.product()?;
+    let blocks = g.product()?;
+    let fits = (threads <= u64::from(func.max_threads_per_block))
+        & (cfg.shared_mem_bytes <= func.max_dynamic_shared_bytes);
+    (nonzero & within & fits).then_some(blocks)
+}
+
+/// [`shape_fits`], and when it fails [`check_shape`]'s error: what a
+/// launch calls.
+#[inline]
+pub(crate) fn shape_blocks(
+    kernel: &str,
+    device: &DeviceLimits,
+    func: &FunctionLimits,
+    cfg: &LaunchConfig,
+) -> Result<u64, LaunchError> {
+    match shape_fits(device, func, cfg) {
+        Some(blocks) => Ok(blocks),
+        None => check_shape(kernel, device, func, cfg),
+    }
+}
+
 /// Checks a launch against the device and function limits, without
 /// occupancy; returns the grid's block count. Zero extents come first, then
-/// the device's per-axis limits, then the function's own limits.
+/// the device's per-axis limits, then the function's own limits. Launches
+/// reach it through [`shape_blocks`], only when a check fails.
+#[cold]
+#[inline(never)]
 pub(crate) fn check_shape(
     kernel: &str,
     device: &DeviceLimits,
@@ -972,6 +1018,38 @@ pub(crate) fn check_cluster_size(
         });
     }
     Ok(())
+}
+
+/// Whether [`check_cluster_shape`], [`check_cluster_size`] and
+/// [`check_cluster_fit`] all pass for `cluster`, without building an
+/// error: a repeated cluster launch's common case. `false` sends the
+/// caller to those checks for the error.
+#[inline]
+pub(crate) fn cluster_fits(
+    device: &DeviceLimits,
+    limits: &ClusterLimits,
+    cfg: &LaunchConfig,
+    cluster: Dim3,
+    active_clusters: u32,
+) -> bool {
+    let (g, c) = (cfg.grid, cluster);
+    if !device.cluster_launch || device.compute_capability.0 < 9 || c.x == 0 || c.y == 0 || c.z == 0
+    {
+        return false;
+    }
+    let divides = (g.x % c.x == 0) & (g.y % c.y == 0) & (g.z % c.z == 0);
+    let max = if limits.non_portable_allowed {
+        limits.max_size
+    } else {
+        limits.max_size.min(PORTABLE_CLUSTER_SIZE)
+    };
+    let Some(size) = c.product() else {
+        return false;
+    };
+    divides
+        & limits.required.is_none_or(|r| r == c)
+        & (size <= u64::from(max))
+        & (active_clusters != 0)
 }
 
 /// Checks that at least one cluster fits on the device at once:
@@ -1166,6 +1244,145 @@ mod tests {
         assert_eq!(
             max_potential_block_size(&h200(), &f, 0, |_| 0, |_, _| Err::<u32, _>("e")),
             Err("e")
+        );
+    }
+
+    /// A small deterministic generator (SplitMix64) for the fast checks'
+    /// differential tests.
+    struct Mix(u64);
+    impl Mix {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        }
+        /// An extent near one of the edges a check compares with, or any.
+        fn extent(&mut self, max: u32) -> u32 {
+            let edges = [
+                0,
+                1,
+                2,
+                3,
+                8,
+                max.saturating_sub(1),
+                max,
+                max.saturating_add(1),
+                u32::MAX,
+            ];
+            match self.next() % 8 {
+                0 => self.next() as u32,
+                1..=4 => 1 + (self.next() % 4) as u32,
+                _ => edges[(self.next() % edges.len() as u64) as usize],
+            }
+        }
+    }
+
+    #[test]
+    fn the_fast_shape_check_passes_exactly_what_check_shape_passes() {
+        let mut r = Mix(7);
+        // The H200, and a forged device whose limits let every product
+        // overflow.
+        let forged = DeviceLimits {
+            max_block: Dim3::new(u32::MAX, u32::MAX, u32::MAX),
+            max_grid: Dim3::new(u32::MAX, u32::MAX, u32::MAX),
+            ..h200()
+        };
+        let (mut passed, mut failed) = (0, 0);
+        for i in 0..200_000 {
+            let d = if i % 3 == 0 { forged.clone() } else { h200() };
+            let func = FunctionLimits {
+                max_threads_per_block: r.extent(1024),
+                max_dynamic_shared_bytes: r.extent(48 * 1024),
+            };
+            let cfg = LaunchConfig {
+                grid: Dim3::new(
+                    r.extent(d.max_grid.x),
+                    r.extent(d.max_grid.y),
+                    r.extent(d.max_grid.z),
+                ),
+                block: Dim3::new(
+                    r.extent(d.max_block.x),
+                    r.extent(d.max_block.y),
+                    r.extent(d.max_block.z),
+                ),
+                shared_mem_bytes: r.extent(func.max_dynamic_shared_bytes),
+                ..LaunchConfig::new(1, 1)
+            };
+            let slow = check_shape("k", &d, &func, &cfg).ok();
+            assert_eq!(
+                shape_fits(&d, &func, &cfg),
+                slow,
+                "{cfg:?} {func:?} on {}",
+                d.name
+            );
+            assert_eq!(shape_blocks("k", &d, &func, &cfg).ok(), slow);
+            if slow.is_some() {
+                passed += 1;
+            } else {
+                failed += 1;
+            }
+        }
+        // Both outcomes were drawn often, so neither side is vacuous.
+        assert!(
+            passed > 5_000 && failed > 5_000,
+            "{passed} passed, {failed} failed"
+        );
+    }
+
+    #[test]
+    fn the_fast_cluster_check_passes_exactly_what_the_cluster_checks_pass() {
+        let mut r = Mix(11);
+        let (mut passed, mut failed) = (0, 0);
+        for i in 0..200_000 {
+            let mut d = h200();
+            match i % 7 {
+                0 => d.cluster_launch = false,
+                1 => d.compute_capability = (8, 9),
+                _ => {}
+            }
+            let cluster = Dim3::new(r.extent(8), r.extent(4), r.extent(2));
+            let limits = ClusterLimits {
+                non_portable_allowed: r.next().is_multiple_of(2),
+                required: r
+                    .next()
+                    .is_multiple_of(4)
+                    .then_some(if r.next().is_multiple_of(2) {
+                        cluster
+                    } else {
+                        Dim3::new(2, 1, 1)
+                    }),
+                max_size: r.extent(16),
+            };
+            let grid = Dim3::new(
+                cluster.x.wrapping_mul(r.extent(4)).max(r.extent(3)),
+                r.extent(4),
+                r.extent(2),
+            );
+            let cfg = LaunchConfig {
+                grid,
+                cluster: Some(cluster),
+                ..LaunchConfig::new(1, 128)
+            };
+            let active = r.extent(2);
+            let slow = check_cluster("k", &d, &limits, &cfg, active).is_ok();
+            assert_eq!(
+                cluster_fits(&d, &limits, &cfg, cluster, active),
+                slow,
+                "{cfg:?} {limits:?} active {active} on cc {:?}, clusters {}",
+                d.compute_capability,
+                d.cluster_launch
+            );
+            if slow {
+                passed += 1;
+            } else {
+                failed += 1;
+            }
+        }
+        assert!(
+            passed > 2_000 && failed > 2_000,
+            "{passed} passed, {failed} failed"
         );
     }
 

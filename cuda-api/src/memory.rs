@@ -723,6 +723,7 @@ impl Allocation {
     }
 
     /// Whether the memory is lent ([`Allocation::lend`]).
+    #[inline]
     pub fn is_lent(&self) -> bool {
         self.order.load(Ordering::Acquire) >= LOAN
     }
@@ -1601,7 +1602,29 @@ impl<'a> BufferUse<'a> {
 
     /// Refuses device memory of another context than the launch's, and
     /// notes that the launch uses the memory ([`Allocation::record_use`]).
+    ///
+    /// The common case (memory of the launch's context, not lent) is
+    /// decided inline with a few loads and one store; any other goes to
+    /// [`BufferUse::enter_slow`], which makes every check with its errors.
+    #[inline]
     pub(crate) fn enter(&self, kernel: &str, index: usize, ctx: &Context) -> CudaResult<()> {
+        if let Some(a) = self.alloc
+            && self.ctx == ctx
+            && a.ctx == *ctx
+            && !a.is_lent()
+        {
+            a.record_use();
+            return Ok(());
+        }
+        self.enter_slow(kernel, index, ctx)
+    }
+
+    /// [`BufferUse::enter`] for every case: refuses device memory of
+    /// another context and lent memory, and notes the use in `ctx`
+    /// ([`Allocation::record_use_in`]).
+    #[cold]
+    #[inline(never)]
+    fn enter_slow(&self, kernel: &str, index: usize, ctx: &Context) -> CudaResult<()> {
         let device = self.alloc.is_none_or(|a| a.kind() == MemoryKind::Device);
         if device && self.ctx != ctx {
             return Err(CudaError::invalid_argument(

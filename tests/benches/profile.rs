@@ -23,6 +23,16 @@
 //! must ask under the owners issue's rules, in raw driver calls:
 //! `cuStreamIsCapturing`, `cuCtxGetCurrent`, then `cuLaunchKernelEx`; their
 //! ratio to `raw` / `api_raw` is the floor of any validated road.
+//! `api_fn` is cuda-api's `Function::launch_raw` with the same parameter
+//! pointers as `api_raw`: the validated launch without the typed layer.
+//! `api_raw_cluster`, `api_floor_cluster`, `api_fn_cluster` and
+//! `api_cluster` are the same four steps for a grid of 2 blocks in
+//! clusters of 2 (`cuLaunchKernelEx` with the cluster attribute; the floor
+//! asks the two queries first). `api_floor_touch16` and
+//! `api_floor_touch64` read 16 or 64 cache lines of host memory before
+//! each floor launch, and `api_floor_spin` runs a few dozen multiplies:
+//! what a given amount of host work costs between two launches. `hot_*`
+//! time that work alone, in a loop.
 //! Without arguments every road runs for 0.2 s (what the bundle's run
 //! does). `profile first [ROUNDS]` times the phases of a first launch of
 //! a fresh kernel, each round on a freshly loaded module: ours
@@ -80,7 +90,20 @@ const ROADS: &[&str] = &[
     "api_raw_ex",
     "raw_floor",
     "api_floor",
+    "api_fn",
+    "api_raw_cluster",
+    "api_floor_cluster",
+    "api_fn_cluster",
+    "api_cluster",
+    "api_floor_touch16",
+    "api_floor_touch64",
+    "api_floor_spin",
+    "hot_touch16",
+    "hot_touch64",
+    "hot_spin",
 ];
+/// Iterations of [`spin`] in the `*_spin` roads: about 100 ns.
+const SPIN: u64 = 80;
 
 /// The raw driver launch every `raw*` road times: `grid` blocks of 256
 /// threads of `f` on `stream`.
@@ -164,6 +187,76 @@ unsafe fn launch_floor(
         std::hint::black_box((st, c));
         launch_raw_ex(f, grid, stream, params);
     }
+}
+
+/// `cuLaunchKernelEx` of `grid` blocks in clusters of 2 (compute
+/// capability 9.0), after the two queries of [`launch_floor`] when
+/// `floor`: the least a validated cluster launch asks of the driver.
+///
+/// # Safety
+///
+/// As for [`launch_raw`].
+unsafe fn launch_cluster(
+    f: cuda_sys::CUfunction,
+    stream: cuda_sys::CUstream,
+    params: *mut *mut c_void,
+    floor: bool,
+) {
+    let mut attr = cuda_sys::CUlaunchAttribute {
+        id: cuda_sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
+        ..Default::default()
+    };
+    attr.value.clusterDim.x = 2;
+    attr.value.clusterDim.y = 1;
+    attr.value.clusterDim.z = 1;
+    let config = cuda_sys::CUlaunchConfig {
+        gridDimX: 2,
+        gridDimY: 1,
+        gridDimZ: 1,
+        blockDimX: 256,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: 0,
+        hStream: stream,
+        attrs: &mut attr,
+        numAttrs: 1,
+    };
+    // SAFETY: a live stream and out-pointers to locals; then the caller's
+    // promise, with `config` and `attr` alive for the call.
+    unsafe {
+        if floor {
+            let mut st = cuda_sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+            let mut c = std::ptr::null_mut();
+            assert!(cuda_sys::cuStreamIsCapturing(stream, &mut st).is_success());
+            assert!(cuda_sys::cuCtxGetCurrent(&mut c).is_success());
+            std::hint::black_box((st, c));
+        }
+        let r = cuda_sys::cuLaunchKernelEx(&config, f, params, std::ptr::null_mut());
+        assert!(r.is_success());
+    }
+}
+
+/// Reads one word from each of `lines` cache lines spread over `buf` (a
+/// fixed 4-KiB stride, so the same lines every call): what touching that
+/// many lines of memory costs between two launches.
+fn touch(buf: &[u64], lines: usize) -> u64 {
+    let mut sum = 0u64;
+    for i in 0..lines {
+        sum = sum.wrapping_add(buf[(i * 4096 / 8 + i * 8) % buf.len()]);
+    }
+    std::hint::black_box(sum)
+}
+
+/// About `n` dependent integer operations: a fixed amount of host work
+/// that touches no memory.
+fn spin(n: u64) -> u64 {
+    let mut x = std::hint::black_box(1u64);
+    for _ in 0..n {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+    }
+    std::hint::black_box(x)
 }
 
 /// Runs `f` in batches for `seconds`, synchronising `stream` after each;
@@ -271,6 +364,10 @@ fn main() {
     let (chandle, cpp) = (k.function().launch_handle(), cparams.as_mut_ptr());
     let cfg = LaunchConfig::new(1, 256);
     let cy = std::cell::RefCell::new(cy);
+    let cluster_cfg = LaunchConfig::new(2, 256).with_cluster(2);
+    let cy3 = std::cell::RefCell::new(cuda_api::DeviceBuffer::<f32>::zeroed(&ctx, 256).unwrap());
+    // 4 MiB of host memory for the `touch` roads.
+    let scattered = vec![1u64; 1 << 19];
 
     // A second recorded launch for the setter road, so that `replay` and
     // `set_param` can run in one process.
@@ -420,6 +517,58 @@ fn main() {
             "raw_floor" => Box::new(|| unsafe { launch_floor(handle, grid[0], raw_stream, pp) }),
             // SAFETY: as for `api_raw_ex`.
             "api_floor" => Box::new(|| unsafe { launch_floor(chandle, 1, raw_stream, cpp) }),
+            "api_fn" => Box::new(|| {
+                // SAFETY: `cpp` holds the CUDA C saxpy's parameters at live
+                // locals, and `cfg` is a plain launch.
+                unsafe { k.function().launch_raw(&stream, &cfg, cpp, false) }.unwrap()
+            }),
+            "api_raw_cluster" => Box::new(|| {
+                // SAFETY: as for `api_raw`.
+                unsafe { launch_cluster(chandle, raw_stream, cpp, false) }
+            }),
+            "api_floor_cluster" => Box::new(|| {
+                // SAFETY: as for `api_raw`.
+                unsafe { launch_cluster(chandle, raw_stream, cpp, true) }
+            }),
+            // SAFETY: as for `api_fn`; the cluster configuration is checked
+            // by the call.
+            "api_fn_cluster" => Box::new(|| unsafe {
+                k.function()
+                    .launch_raw(&stream, &cluster_cfg, cpp, false)
+                    .unwrap()
+            }),
+            "api_cluster" => Box::new(|| {
+                k.launch(
+                    &stream,
+                    cluster_cfg,
+                    (2.0f32, &cx, &mut *cy3.borrow_mut(), 0u32),
+                )
+                .unwrap()
+            }),
+            // SAFETY: as for `api_floor`.
+            "api_floor_touch16" => Box::new(|| unsafe {
+                touch(&scattered, 16);
+                launch_floor(chandle, 1, raw_stream, cpp)
+            }),
+            // SAFETY: as for `api_floor`.
+            "api_floor_touch64" => Box::new(|| unsafe {
+                touch(&scattered, 64);
+                launch_floor(chandle, 1, raw_stream, cpp)
+            }),
+            // SAFETY: as for `api_floor`.
+            "api_floor_spin" => Box::new(|| unsafe {
+                spin(SPIN);
+                launch_floor(chandle, 1, raw_stream, cpp)
+            }),
+            "hot_touch16" => Box::new(|| {
+                touch(&scattered, 16);
+            }),
+            "hot_touch64" => Box::new(|| {
+                touch(&scattered, 64);
+            }),
+            "hot_spin" => Box::new(|| {
+                spin(SPIN);
+            }),
             _ => unreachable!("checked above"),
         };
         fns.push((road, f));
