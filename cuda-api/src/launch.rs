@@ -1247,41 +1247,54 @@ mod tests {
         );
     }
 
-    /// A small deterministic generator (SplitMix64) for the fast checks'
-    /// differential tests.
-    struct Mix(u64);
-    impl Mix {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
+    /// An extent near one of the edges a check compares with, a small
+    /// one, or any: the draws of the fast checks' differential tests.
+    fn extent(r: &mut fastrand::Rng, max: u32) -> u32 {
+        let edges = [
+            0,
+            1,
+            2,
+            3,
+            8,
+            max.saturating_sub(1),
+            max,
+            max.saturating_add(1),
+            u32::MAX,
+        ];
+        match r.u32(0..8) {
+            0 => r.u32(..),
+            1..=4 => r.u32(1..5),
+            _ => edges[r.usize(0..edges.len())],
         }
-        /// An extent near one of the edges a check compares with, or any.
-        fn extent(&mut self, max: u32) -> u32 {
-            let edges = [
-                0,
-                1,
-                2,
-                3,
-                8,
-                max.saturating_sub(1),
-                max,
-                max.saturating_add(1),
-                u32::MAX,
-            ];
-            match self.next() % 8 {
-                0 => self.next() as u32,
-                1..=4 => 1 + (self.next() % 4) as u32,
-                _ => edges[(self.next() % edges.len() as u64) as usize],
+    }
+
+    /// How many draws of a differential test passed and failed the full
+    /// checks: both must be common, or the test proves nothing of one side.
+    #[derive(Default)]
+    struct Tally {
+        passed: u32,
+        failed: u32,
+    }
+    impl Tally {
+        fn add(&mut self, passed: bool) {
+            if passed {
+                self.passed += 1;
+            } else {
+                self.failed += 1;
             }
+        }
+        fn assert_both_above(&self, n: u32) {
+            let Tally { passed, failed } = self;
+            assert!(
+                *passed > n && *failed > n,
+                "{passed} passed, {failed} failed"
+            );
         }
     }
 
     #[test]
     fn the_fast_shape_check_passes_exactly_what_check_shape_passes() {
-        let mut r = Mix(7);
+        let mut r = fastrand::Rng::with_seed(7);
         // The H200, and a forged device whose limits let every product
         // overflow.
         let forged = DeviceLimits {
@@ -1289,25 +1302,25 @@ mod tests {
             max_grid: Dim3::new(u32::MAX, u32::MAX, u32::MAX),
             ..h200()
         };
-        let (mut passed, mut failed) = (0, 0);
+        let mut tally = Tally::default();
         for i in 0..200_000 {
             let d = if i % 3 == 0 { forged.clone() } else { h200() };
             let func = FunctionLimits {
-                max_threads_per_block: r.extent(1024),
-                max_dynamic_shared_bytes: r.extent(48 * 1024),
+                max_threads_per_block: extent(&mut r, 1024),
+                max_dynamic_shared_bytes: extent(&mut r, 48 * 1024),
             };
             let cfg = LaunchConfig {
                 grid: Dim3::new(
-                    r.extent(d.max_grid.x),
-                    r.extent(d.max_grid.y),
-                    r.extent(d.max_grid.z),
+                    extent(&mut r, d.max_grid.x),
+                    extent(&mut r, d.max_grid.y),
+                    extent(&mut r, d.max_grid.z),
                 ),
                 block: Dim3::new(
-                    r.extent(d.max_block.x),
-                    r.extent(d.max_block.y),
-                    r.extent(d.max_block.z),
+                    extent(&mut r, d.max_block.x),
+                    extent(&mut r, d.max_block.y),
+                    extent(&mut r, d.max_block.z),
                 ),
-                shared_mem_bytes: r.extent(func.max_dynamic_shared_bytes),
+                shared_mem_bytes: extent(&mut r, func.max_dynamic_shared_bytes),
                 ..LaunchConfig::new(1, 1)
             };
             let slow = check_shape("k", &d, &func, &cfg).ok();
@@ -1318,23 +1331,16 @@ mod tests {
                 d.name
             );
             assert_eq!(shape_blocks("k", &d, &func, &cfg).ok(), slow);
-            if slow.is_some() {
-                passed += 1;
-            } else {
-                failed += 1;
-            }
+            tally.add(slow.is_some());
         }
         // Both outcomes were drawn often, so neither side is vacuous.
-        assert!(
-            passed > 5_000 && failed > 5_000,
-            "{passed} passed, {failed} failed"
-        );
+        tally.assert_both_above(5_000);
     }
 
     #[test]
     fn the_fast_cluster_check_passes_exactly_what_the_cluster_checks_pass() {
-        let mut r = Mix(11);
-        let (mut passed, mut failed) = (0, 0);
+        let mut r = fastrand::Rng::with_seed(11);
+        let mut tally = Tally::default();
         for i in 0..200_000 {
             let mut d = h200();
             match i % 7 {
@@ -1342,30 +1348,30 @@ mod tests {
                 1 => d.compute_capability = (8, 9),
                 _ => {}
             }
-            let cluster = Dim3::new(r.extent(8), r.extent(4), r.extent(2));
+            let cluster = Dim3::new(extent(&mut r, 8), extent(&mut r, 4), extent(&mut r, 2));
             let limits = ClusterLimits {
-                non_portable_allowed: r.next().is_multiple_of(2),
-                required: r
-                    .next()
-                    .is_multiple_of(4)
-                    .then_some(if r.next().is_multiple_of(2) {
-                        cluster
-                    } else {
-                        Dim3::new(2, 1, 1)
-                    }),
-                max_size: r.extent(16),
+                non_portable_allowed: r.bool(),
+                required: (r.u32(0..4) == 0).then_some(if r.bool() {
+                    cluster
+                } else {
+                    Dim3::new(2, 1, 1)
+                }),
+                max_size: extent(&mut r, 16),
             };
             let grid = Dim3::new(
-                cluster.x.wrapping_mul(r.extent(4)).max(r.extent(3)),
-                r.extent(4),
-                r.extent(2),
+                cluster
+                    .x
+                    .wrapping_mul(extent(&mut r, 4))
+                    .max(extent(&mut r, 3)),
+                extent(&mut r, 4),
+                extent(&mut r, 2),
             );
             let cfg = LaunchConfig {
                 grid,
                 cluster: Some(cluster),
                 ..LaunchConfig::new(1, 128)
             };
-            let active = r.extent(2);
+            let active = extent(&mut r, 2);
             let slow = check_cluster("k", &d, &limits, &cfg, active).is_ok();
             assert_eq!(
                 cluster_fits(&d, &limits, &cfg, cluster, active),
@@ -1374,16 +1380,9 @@ mod tests {
                 d.compute_capability,
                 d.cluster_launch
             );
-            if slow {
-                passed += 1;
-            } else {
-                failed += 1;
-            }
+            tally.add(slow);
         }
-        assert!(
-            passed > 2_000 && failed > 2_000,
-            "{passed} passed, {failed} failed"
-        );
+        tally.assert_both_above(2_000);
     }
 
     /// A 256-thread kernel that fits 8 blocks per SM (measured on the H200).

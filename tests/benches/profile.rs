@@ -148,7 +148,20 @@ unsafe fn launch_raw_ex(
     stream: cuda_sys::CUstream,
     params: *mut *mut c_void,
 ) {
-    let config = cuda_sys::CUlaunchConfig {
+    let config = ex_config(grid, stream, &mut []);
+    // SAFETY: the caller's promise; `config` outlives the call.
+    let r = unsafe { cuda_sys::cuLaunchKernelEx(&config, f, params, std::ptr::null_mut()) };
+    assert!(r.is_success());
+}
+
+/// The `cuLaunchKernelEx` configuration of `grid` blocks of 256 threads
+/// on `stream` with `attrs`, which must outlive its use.
+fn ex_config(
+    grid: u32,
+    stream: cuda_sys::CUstream,
+    attrs: &mut [cuda_sys::CUlaunchAttribute],
+) -> cuda_sys::CUlaunchConfig {
+    cuda_sys::CUlaunchConfig {
         gridDimX: grid,
         gridDimY: 1,
         gridDimZ: 1,
@@ -157,12 +170,13 @@ unsafe fn launch_raw_ex(
         blockDimZ: 1,
         sharedMemBytes: 0,
         hStream: stream,
-        attrs: std::ptr::null_mut(),
-        numAttrs: 0,
-    };
-    // SAFETY: the caller's promise; `config` outlives the call.
-    let r = unsafe { cuda_sys::cuLaunchKernelEx(&config, f, params, std::ptr::null_mut()) };
-    assert!(r.is_success());
+        attrs: if attrs.is_empty() {
+            std::ptr::null_mut()
+        } else {
+            attrs.as_mut_ptr()
+        },
+        numAttrs: attrs.len() as u32,
+    }
 }
 
 /// `launch_raw_ex` after the two queries every validated launch makes:
@@ -177,16 +191,23 @@ unsafe fn launch_floor(
     stream: cuda_sys::CUstream,
     params: *mut *mut c_void,
 ) {
+    floor_queries(stream);
+    // SAFETY: the caller's promise.
+    unsafe { launch_raw_ex(f, grid, stream, params) }
+}
+
+/// The two queries every validated launch makes before it queues:
+/// whether `stream` is captured, and which context is current.
+fn floor_queries(stream: cuda_sys::CUstream) {
     let mut st = cuda_sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
     let mut c = std::ptr::null_mut();
-    // SAFETY: a live stream and out-pointers to locals; then the caller's
-    // promise.
+    // SAFETY: out-pointers to locals; a stream the caller keeps alive (a
+    // dead one is an error the asserts report).
     unsafe {
         assert!(cuda_sys::cuStreamIsCapturing(stream, &mut st).is_success());
         assert!(cuda_sys::cuCtxGetCurrent(&mut c).is_success());
-        std::hint::black_box((st, c));
-        launch_raw_ex(f, grid, stream, params);
     }
+    std::hint::black_box((st, c));
 }
 
 /// `cuLaunchKernelEx` of `grid` blocks in clusters of 2 (compute
@@ -209,31 +230,14 @@ unsafe fn launch_cluster(
     attr.value.clusterDim.x = 2;
     attr.value.clusterDim.y = 1;
     attr.value.clusterDim.z = 1;
-    let config = cuda_sys::CUlaunchConfig {
-        gridDimX: 2,
-        gridDimY: 1,
-        gridDimZ: 1,
-        blockDimX: 256,
-        blockDimY: 1,
-        blockDimZ: 1,
-        sharedMemBytes: 0,
-        hStream: stream,
-        attrs: &mut attr,
-        numAttrs: 1,
-    };
-    // SAFETY: a live stream and out-pointers to locals; then the caller's
-    // promise, with `config` and `attr` alive for the call.
-    unsafe {
-        if floor {
-            let mut st = cuda_sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
-            let mut c = std::ptr::null_mut();
-            assert!(cuda_sys::cuStreamIsCapturing(stream, &mut st).is_success());
-            assert!(cuda_sys::cuCtxGetCurrent(&mut c).is_success());
-            std::hint::black_box((st, c));
-        }
-        let r = cuda_sys::cuLaunchKernelEx(&config, f, params, std::ptr::null_mut());
-        assert!(r.is_success());
+    let config = ex_config(2, stream, std::slice::from_mut(&mut attr));
+    if floor {
+        floor_queries(stream);
     }
+    // SAFETY: the caller's promise, with `config` and `attr` alive for the
+    // call.
+    let r = unsafe { cuda_sys::cuLaunchKernelEx(&config, f, params, std::ptr::null_mut()) };
+    assert!(r.is_success());
 }
 
 /// Reads one word from each of `lines` cache lines spread over `buf` (a
