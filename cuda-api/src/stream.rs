@@ -240,8 +240,30 @@ impl Stream {
     /// unless this handle is the one a [`Capture`](crate::Capture) of that
     /// very capture queues through: only that capture's graph holds what
     /// its work uses.
+    ///
+    /// The common case (no capture) is one driver call decided here; a
+    /// capture, or a failing query, goes to
+    /// [`Stream::refuse_if_captured_by_another`], which asks again.
     #[inline]
     pub(crate) fn refuse_if_capturing(&self, call: impl FnOnce() -> String) -> CudaResult<()> {
+        if self.inner.raw.is_null() {
+            return Ok(());
+        }
+        // SAFETY: as in `capture_state`.
+        if let Ok(CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE) =
+            unsafe { driver::stream_is_capturing(self.inner.raw) }
+        {
+            return Ok(());
+        }
+        self.refuse_if_captured_by_another(call)
+    }
+
+    /// [`Stream::refuse_if_capturing`] when the stream may be captured:
+    /// the capture's id ([`Stream::capture_state`]) against the one this
+    /// handle queues for.
+    #[cold]
+    #[inline(never)]
+    fn refuse_if_captured_by_another(&self, call: impl FnOnce() -> String) -> CudaResult<()> {
         let id = match self.capture_state() {
             Ok(None) => return Ok(()),
             Ok(Some(id)) => id,
