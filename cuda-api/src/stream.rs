@@ -249,10 +249,10 @@ impl Stream {
         if self.inner.raw.is_null() {
             return Ok(());
         }
-        // SAFETY: as in `capture_state`.
-        if let Ok(CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE) =
-            unsafe { driver::stream_is_capturing(self.inner.raw) }
-        {
+        // SAFETY: the stream is alive while `self` is (owned, or kept by
+        // the borrower's promise).
+        let status = unsafe { driver::stream_is_capturing(self.inner.raw) };
+        if let Ok(CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE) = status {
             return Ok(());
         }
         self.refuse_if_captured_by_another(call)
