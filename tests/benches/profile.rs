@@ -191,18 +191,22 @@ unsafe fn launch_floor(
     stream: cuda_sys::CUstream,
     params: *mut *mut c_void,
 ) {
-    floor_queries(stream);
+    // SAFETY: the caller's promise covers `stream`.
+    unsafe { floor_queries(stream) };
     // SAFETY: the caller's promise.
     unsafe { launch_raw_ex(f, grid, stream, params) }
 }
 
 /// The two queries every validated launch makes before it queues:
 /// whether `stream` is captured, and which context is current.
-fn floor_queries(stream: cuda_sys::CUstream) {
+///
+/// # Safety
+///
+/// `stream` is a live stream (the driver may crash on a stale handle).
+unsafe fn floor_queries(stream: cuda_sys::CUstream) {
     let mut st = cuda_sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
     let mut c = std::ptr::null_mut();
-    // SAFETY: out-pointers to locals; a stream the caller keeps alive (a
-    // dead one is an error the asserts report).
+    // SAFETY: out-pointers to locals; the caller's promise for `stream`.
     unsafe {
         assert!(cuda_sys::cuStreamIsCapturing(stream, &mut st).is_success());
         assert!(cuda_sys::cuCtxGetCurrent(&mut c).is_success());
@@ -232,7 +236,8 @@ unsafe fn launch_cluster(
     attr.value.clusterDim.z = 1;
     let config = ex_config(2, stream, std::slice::from_mut(&mut attr));
     if floor {
-        floor_queries(stream);
+        // SAFETY: the caller's promise covers `stream`.
+        unsafe { floor_queries(stream) };
     }
     // SAFETY: the caller's promise, with `config` and `attr` alive for the
     // call.
