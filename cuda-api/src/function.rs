@@ -948,33 +948,34 @@ impl Function {
         cfg: &LaunchConfig,
         cooperative: bool,
     ) -> CudaResult<CUfunction> {
+        self.with_checked(ctx, cfg, cooperative, |_, facts| Ok(facts.func))
+    }
+
+    /// The checks of [`Function::check_config`], then `f` with the
+    /// device's limits and the function's facts in `ctx` (made current):
+    /// the function's context, extents and limits, then for a cooperative
+    /// launch whether the grid fits. [`Function::launch_raw`] launches from
+    /// inside `f`.
+    #[inline]
+    fn with_checked<R>(
+        &self,
+        ctx: &Context,
+        cfg: &LaunchConfig,
+        cooperative: bool,
+        f: impl FnOnce(&DeviceLimits, &Facts) -> CudaResult<R>,
+    ) -> CudaResult<R> {
         self.check_context(ctx)?;
         ctx.bind()?;
         let limits = ctx.device().limits()?;
         self.with_facts(ctx, |facts| {
-            self.check_with_facts(limits, facts, cfg, cooperative)?;
-            Ok(facts.func)
+            let blocks = shape_blocks(&self.name, limits, &facts.limits(), cfg)?;
+            if cooperative {
+                let threads = cfg.block.product().unwrap_or(u64::MAX) as u32;
+                let per_sm = self.occupancy_of(facts, threads, cfg.shared_mem_bytes)?;
+                check_cooperative(&self.name, limits, cfg, blocks, per_sm)?;
+            }
+            f(limits, facts)
         })
-    }
-
-    /// The checks of [`Function::check_config`] once the context is bound
-    /// and the facts are at hand: extents and limits, then for a
-    /// cooperative launch whether the grid fits.
-    #[inline]
-    fn check_with_facts(
-        &self,
-        limits: &DeviceLimits,
-        facts: &Facts,
-        cfg: &LaunchConfig,
-        cooperative: bool,
-    ) -> CudaResult<()> {
-        let blocks = shape_blocks(&self.name, limits, &facts.limits(), cfg)?;
-        if cooperative {
-            let threads = cfg.block.product().unwrap_or(u64::MAX) as u32;
-            let per_sm = self.occupancy_of(facts, threads, cfg.shared_mem_bytes)?;
-            check_cooperative(&self.name, limits, cfg, blocks, per_sm)?;
-        }
-        Ok(())
     }
 
     /// Launches `func` with a configuration [`Function::check_config`]
@@ -1101,11 +1102,7 @@ impl Function {
         let ctx = stream.context();
         // The checks of a configuration, as a prepared launch makes them
         // once (`check_config`): context, extents, limits, cooperative fit.
-        self.check_context(ctx)?;
-        ctx.bind()?;
-        let limits = ctx.device().limits()?;
-        self.with_facts(ctx, |facts| {
-            self.check_with_facts(limits, facts, cfg, cooperative)?;
+        self.with_checked(ctx, cfg, cooperative, |limits, facts| {
             if cfg.cluster.is_none() && !cfg.programmatic {
                 // SAFETY: the configuration was checked for `facts.func`,
                 // this function in the stream's context, made current
