@@ -33,6 +33,13 @@
 //! each floor launch, and `api_floor_spin` runs a few dozen multiplies:
 //! what a given amount of host work costs between two launches. `hot_*`
 //! time that work alone, in a loop.
+//! The fill roads take the stream-ordered sequence of the `stream_ops`
+//! bench apart: `raw_memset` is one `cuMemsetD32Async` of 256 floats,
+//! `floor_memset` the same after the two queries of the floor,
+//! `api_memset` cuda-api's `Stream::fill_2d_raw` of one row, `zero` and
+//! `fill` warp-launch's `Array::zero_on` and `Array::fill_on`, and
+//! `raw_seq` / `seq` the whole sequence (two memsets and a launch) raw
+//! and through warp-launch.
 //! Without arguments every road runs for 0.2 s (what the bundle's run
 //! does). `profile first [ROUNDS]` times the phases of a first launch of
 //! a fresh kernel, each round on a freshly loaded module: ours
@@ -61,8 +68,9 @@
 use std::ffi::c_void;
 use std::time::{Duration, Instant};
 
+use cuda_api::FillWord;
 use cuda_api::{ConstDevicePtr, DevicePtr, LaunchConfig, Module};
-use warp_launch::{AotModule, Array, Device, Pass, TypedArg};
+use warp_launch::{AotModule, Array, Device, Pass, TypedArg, Value};
 
 const BATCH: usize = 500;
 
@@ -101,6 +109,13 @@ const ROADS: &[&str] = &[
     "hot_touch16",
     "hot_touch64",
     "hot_spin",
+    "raw_memset",
+    "floor_memset",
+    "api_memset",
+    "zero",
+    "fill",
+    "raw_seq",
+    "seq",
 ];
 /// Iterations of [`spin`] in the `*_spin` roads: about 100 ns.
 const SPIN: u64 = 80;
@@ -195,6 +210,18 @@ unsafe fn launch_floor(
     unsafe { floor_queries(stream) };
     // SAFETY: the caller's promise.
     unsafe { launch_raw_ex(f, grid, stream, params) }
+}
+
+/// `cuMemsetD32Async` of `N` zero words at `dst` on `stream`.
+///
+/// # Safety
+///
+/// `dst` is the address of `N` words of live device memory, and `stream`
+/// a live stream.
+unsafe fn memset_raw(dst: cuda_sys::CUdeviceptr, stream: cuda_sys::CUstream) {
+    // SAFETY: the caller's promise.
+    let r = unsafe { cuda_sys::cuMemsetD32Async(dst, 0, N, stream) };
+    assert!(r.is_success());
 }
 
 /// The two queries every validated launch makes before it queues:
@@ -337,6 +364,8 @@ fn main() {
     let stream = cuda_api::Stream::new(&ctx).unwrap();
     let x = Array::zeros::<f32>(dev, &[N]).unwrap();
     let y = Array::zeros::<f32>(dev, &[N]).unwrap();
+    let two = Value::of(2.0f32);
+    let ya = cuda_api::Allocation::zeroed(&ctx, 4 * N, cuda_api::MemoryKind::Device).unwrap();
     let recorded = saxpy
         .launch(N)
         .inputs((2.0f32, &x, &y))
@@ -577,6 +606,37 @@ fn main() {
             }),
             "hot_spin" => Box::new(|| {
                 spin(SPIN);
+            }),
+            // SAFETY: y holds N floats and lives for the whole run.
+            "raw_memset" => Box::new(|| unsafe { memset_raw(y.data_address(), raw_stream) }),
+            "floor_memset" => Box::new(|| {
+                // SAFETY: as for `raw_memset`; the stream is live.
+                unsafe {
+                    floor_queries(raw_stream);
+                    memset_raw(y.data_address(), raw_stream)
+                }
+            }),
+            "api_memset" => Box::new(|| {
+                ya.record_use_on(&stream).unwrap();
+                // SAFETY: one row of N words inside `ya`, whose free waits
+                // for the stream (the use was noted).
+                unsafe { stream.fill_2d_raw(ya.device_address(), 4 * N, FillWord::U32(0), N, 1) }
+                    .unwrap()
+            }),
+            "zero" => Box::new(|| y.zero_on(&stream).unwrap()),
+            "fill" => Box::new(|| x.fill_on(&two, &stream).unwrap()),
+            "raw_seq" => Box::new(|| {
+                // SAFETY: as for `raw_memset` and `raw`.
+                unsafe {
+                    memset_raw(y.data_address(), raw_stream);
+                    memset_raw(x.data_address(), raw_stream);
+                    launch_raw(handle, grid[0], raw_stream, pp)
+                }
+            }),
+            "seq" => Box::new(|| {
+                y.zero_on(&stream).unwrap();
+                x.fill_on(&two, &stream).unwrap();
+                recorded.launch_on(&stream).unwrap()
             }),
             _ => unreachable!("checked above"),
         };
