@@ -8,6 +8,7 @@
 use std::any::type_name;
 use std::ffi::c_void;
 use std::marker::PhantomData;
+use std::mem::MaybeUninit;
 
 use super::args::Token;
 use super::bounds::Extent;
@@ -91,14 +92,17 @@ impl<T: 'static> KernelArg<ConstDevicePtr<T>> for DevicePtr<T> {
 /// # Safety
 ///
 /// Implemented here for tuples; `pointers` must write one pointer per
-/// element, to that element, into the first `COUNT` entries of `out`.
+/// element, to that element, into the first `COUNT` entries of `out`
+/// (the launch reads those, and only those, as initialised).
 pub unsafe trait KernelSignature: Copy + 'static {
     /// Number of parameters.
     const COUNT: usize;
     /// The declared parameters (unnamed), in order.
     fn params() -> Vec<Param>;
-    /// Writes a pointer to each element into `out`.
-    fn pointers(&self, out: &mut [*mut c_void; MAX_TYPED_PARAMS]);
+    /// Writes a pointer to each element into the first `COUNT` entries of
+    /// `out`; the others stay as they are (a launch does not clear the
+    /// array first).
+    fn pointers(&self, out: &mut [MaybeUninit<*mut c_void>; MAX_TYPED_PARAMS]);
 }
 
 /// Arguments that can be passed for signature `S` (a tuple of
@@ -126,8 +130,8 @@ macro_rules! signature {
             }
             #[allow(unused_variables)]
             #[inline]
-            fn pointers(&self, out: &mut [*mut c_void; MAX_TYPED_PARAMS]) {
-                $( out[$i] = (&self.$i as *const $P).cast_mut().cast(); )*
+            fn pointers(&self, out: &mut [MaybeUninit<*mut c_void>; MAX_TYPED_PARAMS]) {
+                $( out[$i] = MaybeUninit::new((&self.$i as *const $P).cast_mut().cast()); )*
             }
         }
         impl<$($P: ParamRepr, $A: KernelArg<$P>),*> KernelArgs<($($P,)*)> for ($($A,)*) {
@@ -334,19 +338,39 @@ impl<S: KernelSignature> TypedKernel<S> {
     ) -> CudaResult<()> {
         self.dyn_kernel.check_programmatic(cfg)?;
         let token = Token(());
+        const {
+            assert!(
+                S::COUNT <= MAX_TYPED_PARAMS,
+                "more parameters than MAX_TYPED_PARAMS"
+            )
+        };
         let packed = args.pack(token);
-        let mut ptrs = [std::ptr::null_mut::<c_void>(); MAX_TYPED_PARAMS];
+        // Not cleared: `pointers` writes the first `S::COUNT` entries, and
+        // only those are read (clearing all 48 was a `memset` per launch).
+        let mut ptrs = [MaybeUninit::<*mut c_void>::uninit(); MAX_TYPED_PARAMS];
         packed.pointers(&mut ptrs);
+        // SAFETY: `KernelSignature`'s contract: the first `S::COUNT`
+        // entries were written (`S::COUNT <= MAX_TYPED_PARAMS`, asserted
+        // when this function is compiled for `S`).
+        let ptrs: &mut [*mut c_void] =
+            unsafe { std::slice::from_raw_parts_mut(ptrs.as_mut_ptr().cast(), S::COUNT) };
         let decl = self.dyn_kernel.decl();
         if decl.has_bounds() {
-            let mut lens = [None; MAX_TYPED_PARAMS];
+            // Only the first `S::COUNT` lengths are cleared and read.
+            let mut lens = [MaybeUninit::<Option<usize>>::uninit(); MAX_TYPED_PARAMS];
+            for l in &mut lens[..S::COUNT] {
+                l.write(None);
+            }
+            // SAFETY: the first `S::COUNT` entries were written just above.
+            let lens: &mut [Option<usize>] =
+                unsafe { std::slice::from_raw_parts_mut(lens.as_mut_ptr().cast(), S::COUNT) };
             args.buffers(token, |i, b| {
                 lens[i] = Some(b.len);
                 Ok(())
             })?;
             // SAFETY: `ptrs` point to the packed values, whose types the
             // declaration fixed (integers where a bound reads a length).
-            unsafe { decl.check_bounds(cfg, &lens[..S::COUNT], &ptrs[..S::COUNT]) }?;
+            unsafe { decl.check_bounds(cfg, lens, ptrs) }?;
         }
         let ctx = stream.context();
         args.buffers(token, |i, b| b.enter(decl.name(), i, ctx))?;
@@ -427,16 +451,18 @@ mod tests {
             )
         };
         let packed: Saxpy = (2.5f32, x, y, 7u32).pack(Token(()));
-        let mut ptrs = [std::ptr::null_mut(); MAX_TYPED_PARAMS];
+        let mut ptrs = [MaybeUninit::new(std::ptr::null_mut()); MAX_TYPED_PARAMS];
         packed.pointers(&mut ptrs);
-        // SAFETY: the pointers point into `packed`.
+        // SAFETY: every entry was initialised; the first four point into
+        // `packed`.
         unsafe {
-            assert_eq!(*(ptrs[0] as *const f32), 2.5);
-            assert_eq!(*(ptrs[1] as *const u64), 0x1000);
-            assert_eq!(*(ptrs[2] as *const u64), 0x2000);
-            assert_eq!(*(ptrs[3] as *const u32), 7);
+            assert_eq!(*(ptrs[0].assume_init() as *const f32), 2.5);
+            assert_eq!(*(ptrs[1].assume_init() as *const u64), 0x1000);
+            assert_eq!(*(ptrs[2].assume_init() as *const u64), 0x2000);
+            assert_eq!(*(ptrs[3].assume_init() as *const u32), 7);
+            // Only the signature's entries are written.
+            assert!(ptrs[4].assume_init().is_null());
         }
-        assert!(ptrs[4].is_null());
         assert_eq!(<Saxpy as KernelSignature>::COUNT, 4);
     }
 
