@@ -291,19 +291,8 @@ pub(crate) fn fill_plan(
         }
         axes.push((e, s.abs()));
     }
-    axes.as_mut().sort_by_key(|a| std::cmp::Reverse(a.1));
-    let mut merged = Axes::default();
-    for &a in axes.as_ref().iter().rev() {
-        // Innermost first here: `a` is outer to the last merged axis.
-        match merged.as_mut().last_mut() {
-            Some(inner) if a.1 == inner.0 as i128 * inner.1 => {
-                inner.0 *= a.0;
-            }
-            _ => merged.push(a),
-        }
-    }
-    merged.as_mut().reverse();
-    let mut axes = merged;
+    axes.sort_outer_first();
+    axes.merge_contiguous();
     let strides_iter = axes
         .as_ref()
         .iter()
@@ -387,6 +376,38 @@ impl Axes {
 
     fn len(&self) -> usize {
         self.len
+    }
+
+    /// Orders the axes outermost first: by stride, largest first, axes of
+    /// equal stride in their order (an insertion sort: there are at most
+    /// [`MAX_AXES`], and a fill is usually of one or two).
+    fn sort_outer_first(&mut self) {
+        let a = self.as_mut();
+        for i in 1..a.len() {
+            let mut j = i;
+            while j > 0 && a[j - 1].1 < a[j].1 {
+                a.swap(j - 1, j);
+                j -= 1;
+            }
+        }
+    }
+
+    /// Merges each axis with the next inner one when together they are
+    /// contiguous (the outer stride is the inner extent times its stride),
+    /// in place; the axes are ordered outermost first.
+    fn merge_contiguous(&mut self) {
+        let mut n = 0usize;
+        for i in 0..self.len {
+            let a = self.axes[i];
+            match n.checked_sub(1).map(|last| &mut self.axes[last]) {
+                Some(outer) if outer.1 == a.0 as i128 * a.1 => *outer = (outer.0 * a.0, a.1),
+                _ => {
+                    self.axes[n] = a;
+                    n += 1;
+                }
+            }
+        }
+        self.len = n;
     }
 
     fn as_ref(&self) -> &[Axis1] {
@@ -1642,6 +1663,52 @@ mod tests {
             assert_eq!(
                 got, want,
                 "case {case}: shape {shape:?} strides {strides:?} offset {offset} value {value:?}"
+            );
+        }
+    }
+
+    /// Axes that together are contiguous merge into one memset whatever
+    /// their order in the view and the signs of their strides: a view that
+    /// permutes (or flips) the axes of a packed array is one run of bytes.
+    #[test]
+    fn a_permuted_packed_view_is_one_memset() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        for case in 0..5000 {
+            let ndim = 1 + next(4) as usize;
+            let shape: Vec<usize> = (0..ndim).map(|_| 1 + next(5) as usize).collect();
+            let mut order: Vec<usize> = (0..ndim).collect();
+            for i in (1..ndim).rev() {
+                order.swap(i, next(i as u64 + 1) as usize);
+            }
+            let mut strides = vec![0isize; ndim];
+            let mut step = 4isize;
+            for &a in order.iter().rev() {
+                strides[a] = if next(2) == 0 { step } else { -step };
+                step *= shape[a] as isize;
+            }
+            let low: isize = shape
+                .iter()
+                .zip(&strides)
+                .map(|(&e, &s)| (e as isize - 1) * s.min(0))
+                .sum();
+            let j = fills((-low) as usize, &shape, &strides, &[7; 4]);
+            let n: usize = shape.iter().product();
+            assert_eq!(
+                j,
+                [FillJob {
+                    address: 0,
+                    pitch: 4 * n,
+                    word: FillWord::U32(u32::from_ne_bytes([7; 4])),
+                    width: n,
+                    height: 1,
+                }],
+                "case {case}: shape {shape:?} strides {strides:?}"
             );
         }
     }
