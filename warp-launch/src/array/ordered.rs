@@ -1569,13 +1569,8 @@ mod tests {
     /// writes, and nothing else.
     #[test]
     fn planned_memsets_write_every_element_and_nothing_else() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = |n: u64| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) % n
-        };
+        let mut rng = fastrand::Rng::with_seed(0x9e37_79b9_7f4a_7c15);
+        let mut next = |n: u64| rng.u64(..n);
         for case in 0..2000 {
             let size = [1usize, 2, 4, 8, 12, 16][next(6) as usize];
             let ndim = 1 + next(4) as usize;
@@ -1672,24 +1667,16 @@ mod tests {
     /// permutes (or flips) the axes of a packed array is one run of bytes.
     #[test]
     fn a_permuted_packed_view_is_one_memset() {
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = |n: u64| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) % n
-        };
+        let mut rng = fastrand::Rng::with_seed(0x2545_f491_4f6c_dd1d);
         for case in 0..5000 {
-            let ndim = 1 + next(4) as usize;
-            let shape: Vec<usize> = (0..ndim).map(|_| 1 + next(5) as usize).collect();
+            let ndim = rng.usize(1..=4);
+            let shape: Vec<usize> = (0..ndim).map(|_| rng.usize(1..=5)).collect();
             let mut order: Vec<usize> = (0..ndim).collect();
-            for i in (1..ndim).rev() {
-                order.swap(i, next(i as u64 + 1) as usize);
-            }
+            rng.shuffle(&mut order);
             let mut strides = vec![0isize; ndim];
             let mut step = 4isize;
             for &a in order.iter().rev() {
-                strides[a] = if next(2) == 0 { step } else { -step };
+                strides[a] = if rng.bool() { step } else { -step };
                 step *= shape[a] as isize;
             }
             let low: isize = shape
