@@ -267,20 +267,14 @@ pub(crate) fn fill_plan(
         return Ok(());
     }
     if shape.len() > MAX_AXES {
-        return Err(Error::Shape {
-            call: "fill",
-            message: format!(
-                "a view of {} dimensions; at most {MAX_AXES} are filled",
-                shape.len()
-            ),
-        });
+        return Err(too_many_axes("fill", shape.len()));
     }
     // Simplify: drop extents 1 and strides 0 (the same bytes again), turn
     // negative strides around (every element gets the same value, so the
     // order does not matter), innermost last by stride, merge contiguous.
     // On the stack: a fill allocates nothing.
     let mut off = offset as i128;
-    let mut axes = Axes::default();
+    let mut axes = Axes::<Axis1>::default();
     for (&e, &s) in shape.iter().zip(strides) {
         let s = s as i128;
         if e <= 1 || s == 0 {
@@ -342,20 +336,64 @@ pub(crate) fn fill_plan(
     })
 }
 
-/// The most axes a fill plans for (an [`Array`] has at most 4).
+/// The most axes a fill or copy plans for (an [`Array`] has at most 4).
 const MAX_AXES: usize = 8;
 
-/// Up to [`MAX_AXES`] axes of a fill plan, on the stack.
+/// The refusal of a view of `n` dimensions, more than a plan takes
+/// ([`MAX_AXES`]; an [`Array`] has at most 4), by the plan `call`.
+fn too_many_axes(call: &'static str, n: usize) -> Error {
+    Error::Shape {
+        call,
+        message: format!("a view of {n} dimensions; at most {MAX_AXES} are planned"),
+    }
+}
+
+/// An axis of a simplified view, as [`Axes`] sorts and merges it.
+trait Axis: Copy + Default {
+    /// The sort key, largest outermost: the byte stride(s), absolute.
+    fn order(&self) -> (i128, i128);
+    /// The axis that `outer` and `inner` (the next axis inside it) make
+    /// together when they are contiguous: `outer`'s stride is `inner`'s
+    /// extent times `inner`'s stride (on both sides of a copy).
+    fn join(outer: &Self, inner: &Self) -> Option<Self>;
+}
+
+impl Axis for Axis1 {
+    fn order(&self) -> (i128, i128) {
+        (self.1.abs(), 0)
+    }
+
+    fn join(outer: &Self, inner: &Self) -> Option<Self> {
+        (outer.1 == inner.0 as i128 * inner.1).then_some((outer.0 * inner.0, inner.1))
+    }
+}
+
+impl Axis for Axis2 {
+    fn order(&self) -> (i128, i128) {
+        (self.1.abs(), self.2.abs())
+    }
+
+    fn join(outer: &Self, inner: &Self) -> Option<Self> {
+        (outer.1 == inner.0 as i128 * inner.1 && outer.2 == inner.0 as i128 * inner.2).then_some((
+            outer.0 * inner.0,
+            inner.1,
+            inner.2,
+        ))
+    }
+}
+
+/// Up to [`MAX_AXES`] axes of a fill or copy plan, on the stack: a plan
+/// allocates nothing.
 #[derive(Default)]
-struct Axes {
-    axes: [Axis1; MAX_AXES],
+struct Axes<A> {
+    axes: [A; MAX_AXES],
     len: usize,
 }
 
-impl Axes {
+impl<A: Axis> Axes<A> {
     /// Appends an axis (at most [`MAX_AXES`]: the caller checked the
     /// dimension count, and merging only removes axes).
-    fn push(&mut self, a: Axis1) {
+    fn push(&mut self, a: A) {
         if let Some(slot) = self.axes.get_mut(self.len) {
             *slot = a;
             self.len += 1;
@@ -367,7 +405,7 @@ impl Axes {
     }
 
     /// Removes axis `i` (`i < len`), keeping the order of the others.
-    fn remove(&mut self, i: usize) -> Axis1 {
+    fn remove(&mut self, i: usize) -> A {
         let a = self.axes[i];
         self.axes.copy_within(i + 1..self.len, i);
         self.len -= 1;
@@ -378,14 +416,14 @@ impl Axes {
         self.len
     }
 
-    /// Orders the axes outermost first: by stride, largest first, axes of
-    /// equal stride in their order (an insertion sort: there are at most
-    /// [`MAX_AXES`], and a fill is usually of one or two).
+    /// Orders the axes outermost first: by [`Axis::order`], largest first,
+    /// axes of equal order in their order (an insertion sort: there are at
+    /// most [`MAX_AXES`], and a view usually has one or two).
     fn sort_outer_first(&mut self) {
         let a = self.as_mut();
         for i in 1..a.len() {
             let mut j = i;
-            while j > 0 && a[j - 1].1 < a[j].1 {
+            while j > 0 && a[j - 1].order() < a[j].order() {
                 a.swap(j - 1, j);
                 j -= 1;
             }
@@ -393,15 +431,16 @@ impl Axes {
     }
 
     /// Merges each axis with the next inner one when together they are
-    /// contiguous (the outer stride is the inner extent times its stride),
-    /// in place; the axes are ordered outermost first.
+    /// contiguous ([`Axis::join`]), in place; the axes are ordered
+    /// outermost first.
     fn merge_contiguous(&mut self) {
         let mut n = 0usize;
         for i in 0..self.len {
             let a = self.axes[i];
-            match n.checked_sub(1).map(|last| &mut self.axes[last]) {
-                Some(outer) if outer.1 == a.0 as i128 * a.1 => *outer = (outer.0 * a.0, a.1),
-                _ => {
+            let last = n.checked_sub(1);
+            match last.and_then(|l| A::join(&self.axes[l], &a).map(|j| (l, j))) {
+                Some((l, joined)) => self.axes[l] = joined,
+                None => {
                     self.axes[n] = a;
                     n += 1;
                 }
@@ -410,11 +449,11 @@ impl Axes {
         self.len = n;
     }
 
-    fn as_ref(&self) -> &[Axis1] {
+    fn as_ref(&self) -> &[A] {
         &self.axes[..self.len]
     }
 
-    fn as_mut(&mut self) -> &mut [Axis1] {
+    fn as_mut(&mut self) -> &mut [A] {
         &mut self.axes[..self.len]
     }
 }
@@ -436,8 +475,11 @@ pub(crate) fn copy_plan(
     if size == 0 || shape.contains(&0) {
         return Ok(());
     }
+    if shape.len() > MAX_AXES {
+        return Err(too_many_axes("copy", shape.len()));
+    }
     let (mut doff, mut soff) = (dst_offset as i128, src_offset as i128);
-    let mut axes: Vec<Axis2> = Vec::with_capacity(shape.len());
+    let mut axes = Axes::<Axis2>::default();
     for i in 0..shape.len() {
         let (e, mut d, mut s) = (shape[i], dst_strides[i] as i128, src_strides[i] as i128);
         if e <= 1 {
@@ -453,19 +495,9 @@ pub(crate) fn copy_plan(
         axes.push((e, d, s));
     }
     // Outermost first by destination stride (loop order only: pairs stay).
-    axes.sort_by(|a, b| b.1.abs().cmp(&a.1.abs()).then(b.2.abs().cmp(&a.2.abs())));
-    let mut merged: Vec<Axis2> = Vec::with_capacity(axes.len());
-    for a in axes.into_iter().rev() {
-        match merged.last_mut() {
-            Some(inner) if a.1 == inner.0 as i128 * inner.1 && a.2 == inner.0 as i128 * inner.2 => {
-                inner.0 *= a.0;
-            }
-            _ => merged.push(a),
-        }
-    }
-    merged.reverse();
-    let mut axes = merged;
-    let row = match axes.last() {
+    axes.sort_outer_first();
+    axes.merge_contiguous();
+    let row = match axes.as_ref().last() {
         Some(&(e, d, s)) if d == size as i128 && s == size as i128 => {
             axes.pop();
             e * size
@@ -473,8 +505,8 @@ pub(crate) fn copy_plan(
         _ => size,
     };
     let pick = (0..axes.len())
-        .filter(|&i| axes[i].1 >= row as i128 && axes[i].2 >= row as i128)
-        .max_by_key(|&i| (axes[i].0, i));
+        .filter(|&i| axes.as_ref()[i].1 >= row as i128 && axes.as_ref()[i].2 >= row as i128)
+        .max_by_key(|&i| (axes.as_ref()[i].0, i));
     let (height, dp, sp) = match pick {
         Some(i) => {
             let (e, d, s) = axes.remove(i);
@@ -482,7 +514,7 @@ pub(crate) fn copy_plan(
         }
         None => (1, row, row),
     };
-    copy_rows(doff, soff, &axes, &mut |d, s| {
+    copy_rows(doff, soff, axes.as_ref(), &mut |d, s| {
         emit(CopyJob {
             dst: dst_base + d as u64,
             dst_pitch: dp,
@@ -1563,6 +1595,41 @@ mod tests {
         assert_eq!((j[0].width, j[0].word), (10, FillWord::U32(0xABAB_ABAB)));
     }
 
+    /// Calls `f` with every index of `shape`, last axis fastest (none when
+    /// an extent is 0).
+    fn for_each_index(shape: &[usize], mut f: impl FnMut(&[usize])) {
+        if shape.contains(&0) {
+            return;
+        }
+        let mut idx = vec![0usize; shape.len()];
+        loop {
+            f(&idx);
+            let mut k = shape.len();
+            loop {
+                if k == 0 {
+                    return;
+                }
+                k -= 1;
+                idx[k] += 1;
+                if idx[k] < shape[k] {
+                    break;
+                }
+                idx[k] = 0;
+            }
+        }
+    }
+
+    /// The byte at which the element at `idx` of a view starts.
+    fn element_at(idx: &[usize], strides: &[isize], offset: usize) -> usize {
+        let at = offset as isize
+            + idx
+                .iter()
+                .zip(strides)
+                .map(|(&i, &s)| i as isize * s)
+                .sum::<isize>();
+        at as usize
+    }
+
     /// Random views (1 to 4 dimensions, positive, negative and zero
     /// strides, gaps, wide and narrow values): replaying the planned
     /// memsets on a byte buffer writes exactly what writing each element
@@ -1609,33 +1676,10 @@ mod tests {
                 .collect();
             let len = offset + step.unsigned_abs() * 2 + size;
             let mut want = vec![0u8; len];
-            let mut idx = vec![0usize; ndim];
-            if !shape.contains(&0) {
-                loop {
-                    let at = offset as isize
-                        + idx
-                            .iter()
-                            .zip(&strides)
-                            .map(|(&i, &s)| i as isize * s)
-                            .sum::<isize>();
-                    want[at as usize..at as usize + size].copy_from_slice(&value);
-                    let mut d = ndim;
-                    loop {
-                        if d == 0 {
-                            break;
-                        }
-                        d -= 1;
-                        idx[d] += 1;
-                        if idx[d] < shape[d] {
-                            break;
-                        }
-                        idx[d] = 0;
-                    }
-                    if idx.iter().all(|&i| i == 0) {
-                        break;
-                    }
-                }
-            }
+            for_each_index(&shape, |idx| {
+                let at = element_at(idx, &strides, offset);
+                want[at..at + size].copy_from_slice(&value);
+            });
             let mut got = vec![0u8; len];
             for job in fills(offset, &shape, &strides, &value) {
                 let bytes: Vec<u8> = match job.word {
@@ -1705,6 +1749,75 @@ mod tests {
         let j = fills(12, &[4, 3], &[-4, 0], &[0; 4]);
         assert_eq!(j.len(), 1);
         assert_eq!((j[0].address, j[0].width), (0, 4));
+    }
+
+    /// Strides of a view of `shape` that reach each element once: packed in
+    /// a random axis order, with gaps, some axes walked backwards; and the
+    /// offset that keeps every element at or above byte 0, and the bytes
+    /// the view spans from there.
+    fn injective_view(
+        rng: &mut fastrand::Rng,
+        shape: &[usize],
+        size: usize,
+    ) -> (Vec<isize>, usize, usize) {
+        let mut order: Vec<usize> = (0..shape.len()).collect();
+        rng.shuffle(&mut order);
+        let mut strides = vec![0isize; shape.len()];
+        let mut step = size as isize;
+        for &a in order.iter().rev() {
+            strides[a] = if rng.u8(..3) == 0 { -step } else { step };
+            step *= shape[a].max(1) as isize + rng.usize(..2) as isize;
+        }
+        let low: isize = shape
+            .iter()
+            .zip(&strides)
+            .map(|(&e, &s)| (e.max(1) as isize - 1) * s.min(0))
+            .sum();
+        let offset = (-low) as usize + rng.usize(..3) * size;
+        (strides, offset, offset + step.unsigned_abs() + size)
+    }
+
+    /// Random pairs of views of one shape (1 to 4 dimensions, any axis
+    /// order, gaps, backward axes on either side): replaying the planned
+    /// copies on byte buffers writes exactly what copying each element
+    /// writes, and every copy of several rows has pitches of at least a row.
+    #[test]
+    fn planned_copies_copy_every_element_and_nothing_else() {
+        let mut rng = fastrand::Rng::with_seed(0x5851_f42d_4c95_7f2d);
+        for case in 0..3000 {
+            let size = [1usize, 2, 4, 8, 12][rng.usize(..5)];
+            let shape: Vec<usize> = (0..rng.usize(1..=4)).map(|_| rng.usize(..5)).collect();
+            let (ds, doff, dlen) = injective_view(&mut rng, &shape, size);
+            let (ss, soff, slen) = injective_view(&mut rng, &shape, size);
+            let src: Vec<u8> = (0..slen).map(|_| rng.u8(1..)).collect();
+            let mut want = vec![0u8; dlen];
+            for_each_index(&shape, |idx| {
+                let (d, s) = (element_at(idx, &ds, doff), element_at(idx, &ss, soff));
+                want[d..d + size].copy_from_slice(&src[s..s + size]);
+            });
+            let mut got = vec![0u8; dlen];
+            copy_plan(0, doff, &ds, 0, soff, &ss, &shape, size, &mut |j| {
+                if j.height > 1 {
+                    assert!(
+                        j.dst_pitch >= j.width && j.src_pitch >= j.width,
+                        "case {case}: rows overlap: {j:?}"
+                    );
+                }
+                for r in 0..j.height {
+                    let (d, s) = (
+                        j.dst as usize + r * j.dst_pitch,
+                        j.src as usize + r * j.src_pitch,
+                    );
+                    got[d..d + j.width].copy_from_slice(&src[s..s + j.width]);
+                }
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(
+                got, want,
+                "case {case}: shape {shape:?} dst {ds:?}+{doff} src {ss:?}+{soff} size {size}"
+            );
+        }
     }
 
     #[test]
