@@ -237,9 +237,11 @@ fn for_each_offset(
 /// The largest word (4, 2, 1 bytes) that divides `size` and every value of
 /// `also`.
 fn word_size(size: usize, also: impl Iterator<Item = i128> + Clone) -> usize {
+    // A power of two divides `v` when `v`'s low bits are 0 (two's
+    // complement: negative offsets too), without an i128 division.
     [4usize, 2, 1]
         .into_iter()
-        .find(|&u| size.is_multiple_of(u) && also.clone().all(|v| v.rem_euclid(u as i128) == 0))
+        .find(|&u| size.is_multiple_of(u) && also.clone().all(|v| v & (u as i128 - 1) == 0))
         .unwrap_or(1)
 }
 
@@ -249,6 +251,33 @@ fn word_of(bytes: &[u8]) -> FillWord {
         2 => FillWord::U16(u16::from_ne_bytes([bytes[0], bytes[1]])),
         _ => FillWord::U8(bytes.first().copied().unwrap_or(0)),
     }
+}
+
+/// The word of `u` bytes that `value` repeats, when all its `u`-byte
+/// words are equal (zero, `1.0f32`, a vector of equal components).
+fn repeated_word(value: &[u8], u: usize) -> Option<FillWord> {
+    // Period `u`: each byte equals the one `u` bytes on (`u` divides the
+    // length, so the words are whole).
+    let first = value.get(..u)?;
+    let rest = value.get(u..)?;
+    (value.len().is_multiple_of(u) && rest == &value[..rest.len()]).then(|| word_of(first))
+}
+
+/// The number of elements of a view whose elements of `size` bytes lie
+/// packed in C order (each axis of extent above 1 strides over all of the
+/// axes inside it); `None` for any other layout.
+fn packed_len(shape: &[usize], strides: &[isize], size: usize) -> Option<usize> {
+    let mut n = 1usize;
+    for (&e, &s) in shape.iter().zip(strides).rev() {
+        let step = n.checked_mul(size)?;
+        if e > 1 && isize::try_from(step).ok()? != s {
+            return None;
+        }
+        n = n.checked_mul(e)?;
+    }
+    // The run's bytes fit `isize` too (an `Array`'s always do).
+    isize::try_from(n.checked_mul(size)?).ok()?;
+    Some(n)
 }
 
 /// The pitched memsets that write `value` (one element's bytes) into every
@@ -269,6 +298,35 @@ pub(crate) fn fill_plan(
     if shape.len() > MAX_AXES {
         return Err(too_many_axes("fill", shape.len()));
     }
+    // A packed view in C order, what most fills write, with a value that
+    // repeats one word: one memset of the whole run. This is the job the
+    // strided plan gives such a view, without its sorting and merging.
+    if let Some(n) = packed_len(shape, strides, size) {
+        let u = word_size(size, std::iter::once(offset as i128));
+        if let Some(word) = repeated_word(value, u) {
+            return emit(FillJob {
+                address: base + offset as u64,
+                pitch: n * size,
+                word,
+                width: n * size / u,
+                height: 1,
+            });
+        }
+    }
+    strided_fill_plan(base, offset, shape, strides, value, emit)
+}
+
+/// [`fill_plan`] for any view (at most [`MAX_AXES`] axes, none of extent 0).
+#[inline(never)]
+fn strided_fill_plan(
+    base: u64,
+    offset: usize,
+    shape: &[usize],
+    strides: &[isize],
+    value: &[u8],
+    emit: &mut dyn FnMut(FillJob) -> Result<()>,
+) -> Result<()> {
+    let size = value.len();
     // Simplify: drop extents 1 and strides 0 (the same bytes again), turn
     // negative strides around (every element gets the same value, so the
     // order does not matter), innermost last by stride, merge contiguous.
@@ -293,12 +351,10 @@ pub(crate) fn fill_plan(
         .map(|a| a.1)
         .chain(std::iter::once(off));
     let u = word_size(size, strides_iter);
-    let periodic = value.chunks(u).all(|c| c == &value[..u]);
-    // The words of one element: the first one alone when they repeat.
-    let words = value.chunks(u).take(if periodic { 1 } else { usize::MAX });
-    // The row: a contiguous run of whole elements when periodic, one
-    // element's word otherwise.
-    let (row_bytes, width) = if periodic {
+    let repeated = repeated_word(value, u);
+    // The row: a contiguous run of whole elements when the value repeats
+    // one word, one element's word otherwise.
+    let (row_bytes, width) = if repeated.is_some() {
         match axes.as_ref().last() {
             Some(&(e, s)) if s == size as i128 => {
                 axes.pop();
@@ -323,16 +379,23 @@ pub(crate) fn fill_plan(
         None => (1, row_bytes),
     };
     for_each_offset(off, axes.as_ref(), &mut |at| {
-        for (j, w) in words.clone().enumerate() {
+        let mut job = |j: usize, word: FillWord| {
             emit(FillJob {
                 address: base + (at + (j * u) as i128) as u64,
                 pitch,
-                word: word_of(w),
+                word,
                 width,
                 height,
-            })?;
+            })
+        };
+        match repeated {
+            Some(word) => job(0, word),
+            // One memset per word of the element, at the element's pitch.
+            None => value
+                .chunks(u)
+                .enumerate()
+                .try_for_each(|(j, w)| job(j, word_of(w))),
         }
-        Ok(())
     })
 }
 
@@ -478,6 +541,51 @@ pub(crate) fn copy_plan(
     if shape.len() > MAX_AXES {
         return Err(too_many_axes("copy", shape.len()));
     }
+    // Both views packed in C order, what most copies are: one copy of the
+    // whole run. This is the job the strided plan gives such views,
+    // without its sorting and merging.
+    if let (Some(n), Some(_)) = (
+        packed_len(shape, dst_strides, size),
+        packed_len(shape, src_strides, size),
+    ) {
+        let row = n * size;
+        return emit(CopyJob {
+            dst: dst_base + dst_offset as u64,
+            dst_pitch: row,
+            src: src_base + src_offset as u64,
+            src_pitch: row,
+            width: row,
+            height: 1,
+        });
+    }
+    strided_copy_plan(
+        dst_base,
+        dst_offset,
+        dst_strides,
+        src_base,
+        src_offset,
+        src_strides,
+        shape,
+        size,
+        emit,
+    )
+}
+
+/// [`copy_plan`] for any pair of views (at most [`MAX_AXES`] axes, none of
+/// extent 0).
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+fn strided_copy_plan(
+    dst_base: u64,
+    dst_offset: usize,
+    dst_strides: &[isize],
+    src_base: u64,
+    src_offset: usize,
+    src_strides: &[isize],
+    shape: &[usize],
+    size: usize,
+    emit: &mut dyn FnMut(CopyJob) -> Result<()>,
+) -> Result<()> {
     let (mut doff, mut soff) = (dst_offset as i128, src_offset as i128);
     let mut axes = Axes::<Axis2>::default();
     for i in 0..shape.len() {
@@ -1818,6 +1926,137 @@ mod tests {
                 "case {case}: shape {shape:?} dst {ds:?}+{doff} src {ss:?}+{soff} size {size}"
             );
         }
+    }
+
+    /// The offset that keeps every element of a view at or above byte 0.
+    fn lowest_offset(shape: &[usize], strides: &[isize]) -> usize {
+        let low: isize = shape
+            .iter()
+            .zip(strides)
+            .map(|(&e, &s)| (e as isize - 1) * s.min(0))
+            .sum();
+        (-low) as usize
+    }
+
+    /// A view of `shape` packed in C order for elements of `size` bytes
+    /// (an axis of extent 1 takes any stride), or, one time in three, such
+    /// a view with one stride broken: a gap, a backward axis, or two axes
+    /// swapped.
+    fn nearly_packed_strides(rng: &mut fastrand::Rng, shape: &[usize], size: usize) -> Vec<isize> {
+        let mut strides = vec![0isize; shape.len()];
+        let mut step = size as isize;
+        for a in (0..shape.len()).rev() {
+            strides[a] = if shape[a] == 1 && rng.bool() {
+                rng.isize(-64..64)
+            } else {
+                step
+            };
+            step *= shape[a] as isize;
+        }
+        if !strides.is_empty() && rng.u8(..3) == 0 {
+            let a = rng.usize(..strides.len());
+            match rng.u8(..3) {
+                0 => strides[a] *= 2,
+                1 => strides[a] = -strides[a],
+                _ => {
+                    let b = rng.usize(..strides.len());
+                    strides.swap(a, b);
+                }
+            }
+        }
+        strides
+    }
+
+    /// The shortcut for packed views gives the jobs the strided plan gives,
+    /// for fills of any value at any offset, and for views that are almost
+    /// packed (which the shortcut must leave to the strided plan).
+    #[test]
+    fn packed_fills_plan_what_the_strided_plan_does() {
+        let mut rng = fastrand::Rng::with_seed(0x94d0_49bb_1331_11eb);
+        let mut one_run = 0;
+        for case in 0..20_000 {
+            let size = [1usize, 2, 3, 4, 6, 8, 12, 16][rng.usize(..8)];
+            let shape: Vec<usize> = (0..rng.usize(..=4)).map(|_| rng.usize(1..=5)).collect();
+            let strides = nearly_packed_strides(&mut rng, &shape, size);
+            let offset =
+                lowest_offset(&shape, &strides) + rng.usize(..4) * [1, 2, 4, size][rng.usize(..4)];
+            let value: Vec<u8> = match rng.u8(..3) {
+                0 => vec![0; size],
+                1 => {
+                    let w = rng.u8(..);
+                    vec![w; size]
+                }
+                _ => (0..size).map(|_| rng.u8(..)).collect(),
+            };
+            let base = rng.u64(..1 << 40) & !0xff;
+            let (mut got, mut want) = (Vec::new(), Vec::new());
+            fill_plan(base, offset, &shape, &strides, &value, &mut |j| {
+                got.push(j);
+                Ok(())
+            })
+            .unwrap();
+            strided_fill_plan(base, offset, &shape, &strides, &value, &mut |j| {
+                want.push(j);
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(
+                got, want,
+                "case {case}: shape {shape:?} strides {strides:?} offset {offset} value {value:?}"
+            );
+            one_run += usize::from(packed_len(&shape, &strides, size).is_some() && got.len() == 1);
+        }
+        // The draws reach the shortcut often.
+        assert!(one_run > 5_000, "{one_run}");
+    }
+
+    /// As [`packed_fills_plan_what_the_strided_plan_does`], for copies:
+    /// either side packed, almost packed or both.
+    #[test]
+    fn packed_copies_plan_what_the_strided_plan_does() {
+        let mut rng = fastrand::Rng::with_seed(0xbf58_476d_1ce4_e5b9);
+        let mut both_packed = 0;
+        for case in 0..20_000 {
+            let size = [1usize, 2, 4, 8, 12][rng.usize(..5)];
+            let shape: Vec<usize> = (0..rng.usize(..=4)).map(|_| rng.usize(1..=5)).collect();
+            let ds = nearly_packed_strides(&mut rng, &shape, size);
+            let ss = nearly_packed_strides(&mut rng, &shape, size);
+            let (doff, soff) = (
+                lowest_offset(&shape, &ds) + rng.usize(..4) * size,
+                lowest_offset(&shape, &ss) + rng.usize(..4) * size,
+            );
+            let (db, sb) = (rng.u64(..1 << 40) & !0xff, rng.u64(..1 << 40) & !0xff);
+            let (mut got, mut want) = (Vec::new(), Vec::new());
+            copy_plan(db, doff, &ds, sb, soff, &ss, &shape, size, &mut |j| {
+                got.push(j);
+                Ok(())
+            })
+            .unwrap();
+            strided_copy_plan(db, doff, &ds, sb, soff, &ss, &shape, size, &mut |j| {
+                want.push(j);
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(
+                got, want,
+                "case {case}: shape {shape:?} dst {ds:?}+{doff} src {ss:?}+{soff} size {size}"
+            );
+            both_packed += usize::from(
+                packed_len(&shape, &ds, size).is_some() && packed_len(&shape, &ss, size).is_some(),
+            );
+        }
+        assert!(both_packed > 5_000, "{both_packed}");
+    }
+
+    #[test]
+    fn a_packed_view_whose_bytes_overflow_is_not_packed() {
+        assert_eq!(packed_len(&[3, 4], &[16, 4], 4), Some(12));
+        assert_eq!(packed_len(&[1 << 62], &[4], 4), None);
+        assert_eq!(packed_len(&[usize::MAX, 2], &[8, 4], 4), None);
+        assert_eq!(packed_len(&[], &[], 4), Some(1));
+        // Extents of 1 take any stride; a broadcast (stride 0) is not packed.
+        assert_eq!(packed_len(&[1, 5, 1], &[-7, 4, 99], 4), Some(5));
+        assert_eq!(packed_len(&[5], &[0], 4), None);
     }
 
     #[test]
