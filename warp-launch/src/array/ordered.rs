@@ -38,6 +38,7 @@
 //! asynchronously. Copies between two ranges of one allocation that overlap
 //! are refused (the driver does not order their bytes).
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::sync::Arc;
 
@@ -216,18 +217,19 @@ pub(crate) struct CopyJob {
 type Axis1 = (usize, i128);
 type Axis2 = (usize, i128, i128);
 
-/// Calls `f` with the offset of every combination of `axes` (outermost
-/// first), from `base`.
-fn for_each_offset(
-    base: i128,
-    axes: &[(usize, i128)],
-    f: &mut dyn FnMut(i128) -> Result<()>,
+/// Calls `f` with the byte offsets (one per side, [`Axis::steps`]) of
+/// every combination of `axes` (outermost first), from `at`.
+fn for_each_offset<A: Axis>(
+    at: (i128, i128),
+    axes: &[A],
+    f: &mut dyn FnMut((i128, i128)) -> Result<()>,
 ) -> Result<()> {
     match axes.split_first() {
-        None => f(base),
-        Some((&(ext, st), rest)) => {
-            for i in 0..ext {
-                for_each_offset(base + i as i128 * st, rest, f)?;
+        None => f(at),
+        Some((a, rest)) => {
+            let (d, s) = a.steps();
+            for i in 0..a.extent() as i128 {
+                for_each_offset((at.0 + i * d, at.1 + i * s), rest, f)?;
             }
             Ok(())
         }
@@ -365,20 +367,11 @@ fn strided_fill_plan(
     } else {
         (u, 1)
     };
-    // The height axis: the remaining one of largest extent whose rows do
-    // not overlap (the driver's pitch is at least the row); the others
-    // are looped over.
-    let pick = (0..axes.len())
-        .filter(|&i| axes.as_ref()[i].1 >= row_bytes as i128)
-        .max_by_key(|&i| (axes.as_ref()[i].0, i));
-    let (height, pitch) = match pick {
-        Some(i) => {
-            let (e, s) = axes.remove(i);
-            (e, s as usize)
-        }
+    let (height, pitch) = match axes.take_height(row_bytes) {
+        Some((e, s)) => (e, s as usize),
         None => (1, row_bytes),
     };
-    for_each_offset(off, axes.as_ref(), &mut |at| {
+    for_each_offset((off, 0), axes.as_ref(), &mut |(at, _)| {
         let mut job = |j: usize, word: FillWord| {
             emit(FillJob {
                 address: base + (at + (j * u) as i128) as u64,
@@ -413,8 +406,19 @@ fn too_many_axes(call: &'static str, n: usize) -> Error {
 
 /// An axis of a simplified view, as [`Axes`] sorts and merges it.
 trait Axis: Copy + Default {
+    /// The extent.
+    fn extent(&self) -> usize;
+    /// The byte strides: the view's and 0 for a fill, the destination's
+    /// and the source's for a copy.
+    fn steps(&self) -> (i128, i128);
     /// The sort key, largest outermost: the byte stride(s), absolute.
-    fn order(&self) -> (i128, i128);
+    fn order(&self) -> (i128, i128) {
+        let (d, s) = self.steps();
+        (d.abs(), s.abs())
+    }
+    /// Whether rows of `row` bytes, one per index of this axis, do not
+    /// overlap on any side (the driver's pitch is at least the row).
+    fn pitches_fit(&self, row: usize) -> bool;
     /// The axis that `outer` and `inner` (the next axis inside it) make
     /// together when they are contiguous: `outer`'s stride is `inner`'s
     /// extent times `inner`'s stride (on both sides of a copy).
@@ -422,8 +426,16 @@ trait Axis: Copy + Default {
 }
 
 impl Axis for Axis1 {
-    fn order(&self) -> (i128, i128) {
-        (self.1.abs(), 0)
+    fn extent(&self) -> usize {
+        self.0
+    }
+
+    fn steps(&self) -> (i128, i128) {
+        (self.1, 0)
+    }
+
+    fn pitches_fit(&self, row: usize) -> bool {
+        self.1 >= row as i128
     }
 
     fn join(outer: &Self, inner: &Self) -> Option<Self> {
@@ -432,8 +444,16 @@ impl Axis for Axis1 {
 }
 
 impl Axis for Axis2 {
-    fn order(&self) -> (i128, i128) {
-        (self.1.abs(), self.2.abs())
+    fn extent(&self) -> usize {
+        self.0
+    }
+
+    fn steps(&self) -> (i128, i128) {
+        (self.1, self.2)
+    }
+
+    fn pitches_fit(&self, row: usize) -> bool {
+        self.1 >= row as i128 && self.2 >= row as i128
     }
 
     fn join(outer: &Self, inner: &Self) -> Option<Self> {
@@ -475,8 +495,15 @@ impl<A: Axis> Axes<A> {
         a
     }
 
-    fn len(&self) -> usize {
-        self.len
+    /// Removes and returns the height axis of a plan whose rows are `row`
+    /// bytes: the axis of largest extent (the innermost of equals) whose
+    /// pitches fit the row ([`Axis::pitches_fit`]); the plan loops over
+    /// the others. `None` when no axis fits.
+    fn take_height(&mut self, row: usize) -> Option<A> {
+        let pick = (0..self.len)
+            .filter(|&i| self.axes[i].pitches_fit(row))
+            .max_by_key(|&i| (self.axes[i].extent(), i))?;
+        Some(self.remove(pick))
     }
 
     /// Orders the axes outermost first: by [`Axis::order`], largest first,
@@ -612,17 +639,11 @@ fn strided_copy_plan(
         }
         _ => size,
     };
-    let pick = (0..axes.len())
-        .filter(|&i| axes.as_ref()[i].1 >= row as i128 && axes.as_ref()[i].2 >= row as i128)
-        .max_by_key(|&i| (axes.as_ref()[i].0, i));
-    let (height, dp, sp) = match pick {
-        Some(i) => {
-            let (e, d, s) = axes.remove(i);
-            (e, d as usize, s as usize)
-        }
+    let (height, dp, sp) = match axes.take_height(row) {
+        Some((e, d, s)) => (e, d as usize, s as usize),
         None => (1, row, row),
     };
-    copy_rows(doff, soff, axes.as_ref(), &mut |d, s| {
+    for_each_offset((doff, soff), axes.as_ref(), &mut |(d, s)| {
         emit(CopyJob {
             dst: dst_base + d as u64,
             dst_pitch: dp,
@@ -632,23 +653,6 @@ fn strided_copy_plan(
             height,
         })
     })
-}
-
-fn copy_rows(
-    d: i128,
-    s: i128,
-    axes: &[Axis2],
-    f: &mut dyn FnMut(i128, i128) -> Result<()>,
-) -> Result<()> {
-    match axes.split_first() {
-        None => f(d, s),
-        Some((&(e, ds, ss), rest)) => {
-            for i in 0..e as i128 {
-                copy_rows(d + i * ds, s + i * ss, rest, f)?;
-            }
-            Ok(())
-        }
-    }
 }
 
 /// The stream an operation on arrays of `devices` goes on when none is
@@ -689,9 +693,16 @@ fn is_host(a: &Array) -> bool {
     matches!(a.memory(), Memory::Host)
 }
 
-/// The bytes of `value` for `dst`'s dtype: the value itself, or a scalar
-/// converted by Warp's rule for numbers.
-pub(crate) fn value_bytes(dst: &Array, value: &Value, call: &'static str) -> Result<Value> {
+/// The bytes of `value` for `dst`'s dtype: the value itself (borrowed, not
+/// copied), or a scalar converted by Warp's rule for numbers.
+pub(crate) fn value_bytes<'v>(
+    dst: &Array,
+    value: &'v Value,
+    call: &'static str,
+) -> Result<Cow<'v, Value>> {
+    if std::ptr::eq(value.dtype(), dst.dtype()) {
+        return Ok(Cow::Borrowed(value));
+    }
     let v = value.convert(dst.dtype()).ok_or_else(|| Error::Shape {
         call,
         message: format!(
@@ -701,7 +712,7 @@ pub(crate) fn value_bytes(dst: &Array, value: &Value, call: &'static str) -> Res
             dst.dtype().name
         ),
     })?;
-    Ok(v)
+    Ok(Cow::Owned(v))
 }
 
 /// Writes `value` into every element of `dst` (the one fill: zero is a fill
