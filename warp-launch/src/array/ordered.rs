@@ -283,13 +283,11 @@ fn packed_len(shape: &[usize], strides: &[isize], size: usize) -> Option<usize> 
 }
 
 /// The pitched memsets that write `value` (one element's bytes) into every
-/// element of the view at byte `offset` (from `base`) with `shape` and
-/// byte `strides`, in order. Pure arithmetic: unit-tested without a GPU.
+/// element of the view `at` of `shape`, in order. Pure arithmetic:
+/// unit-tested without a GPU.
 pub(crate) fn fill_plan(
-    base: u64,
-    offset: usize,
+    at: Layout<'_>,
     shape: &[usize],
-    strides: &[isize],
     value: &[u8],
     emit: &mut dyn FnMut(FillJob) -> Result<()>,
 ) -> Result<()> {
@@ -303,11 +301,11 @@ pub(crate) fn fill_plan(
     // A packed view in C order, what most fills write, with a value that
     // repeats one word: one memset of the whole run. This is the job the
     // strided plan gives such a view, without its sorting and merging.
-    if let Some(n) = packed_len(shape, strides, size) {
-        let u = word_size(size, std::iter::once(offset as i128));
+    if let Some(n) = packed_len(shape, at.strides, size) {
+        let u = word_size(size, std::iter::once(at.offset as i128));
         if let Some(word) = repeated_word(value, u) {
             return emit(FillJob {
-                address: base + offset as u64,
+                address: at.start(),
                 pitch: n * size,
                 word,
                 width: n * size / u,
@@ -315,16 +313,14 @@ pub(crate) fn fill_plan(
             });
         }
     }
-    strided_fill_plan(base, offset, shape, strides, value, emit)
+    strided_fill_plan(at, shape, value, emit)
 }
 
 /// [`fill_plan`] for any view (at most [`MAX_AXES`] axes, none of extent 0).
 #[inline(never)]
 fn strided_fill_plan(
-    base: u64,
-    offset: usize,
+    at: Layout<'_>,
     shape: &[usize],
-    strides: &[isize],
     value: &[u8],
     emit: &mut dyn FnMut(FillJob) -> Result<()>,
 ) -> Result<()> {
@@ -333,9 +329,9 @@ fn strided_fill_plan(
     // negative strides around (every element gets the same value, so the
     // order does not matter), innermost last by stride, merge contiguous.
     // On the stack: a fill allocates nothing.
-    let mut off = offset as i128;
+    let mut off = at.offset as i128;
     let mut axes = Axes::<Axis1>::default();
-    for (&e, &s) in shape.iter().zip(strides) {
+    for (&e, &s) in shape.iter().zip(at.strides) {
         let s = s as i128;
         if e <= 1 || s == 0 {
             continue;
@@ -371,10 +367,10 @@ fn strided_fill_plan(
         Some((e, s)) => (e, s as usize),
         None => (1, row_bytes),
     };
-    for_each_offset((off, 0), axes.as_ref(), &mut |(at, _)| {
+    for_each_offset((off, 0), axes.as_ref(), &mut |(o, _)| {
         let mut job = |j: usize, word: FillWord| {
             emit(FillJob {
-                address: base + (at + (j * u) as i128) as u64,
+                address: at.base + (o + (j * u) as i128) as u64,
                 pitch,
                 word,
                 width,
@@ -548,16 +544,38 @@ impl<A: Axis> Axes<A> {
     }
 }
 
+/// Where a view's elements are: the address of its storage, the byte
+/// offset of its first element there, and its byte strides (the view of a
+/// fill, each side of a copy).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Layout<'s> {
+    pub base: u64,
+    pub offset: usize,
+    pub strides: &'s [isize],
+}
+
+impl<'s> Layout<'s> {
+    /// The layout of `a` at its storage's address (a device address for
+    /// CUDA memory).
+    fn of(a: &'s Array) -> Layout<'s> {
+        Layout {
+            base: a.storage().address(),
+            offset: a.offset(),
+            strides: a.strides(),
+        }
+    }
+
+    /// The address of the view's first element.
+    fn start(&self) -> u64 {
+        self.base + self.offset as u64
+    }
+}
+
 /// The pitched copies that copy every element of the source view into the
 /// destination view of the same shape (element `i` to element `i`).
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn copy_plan(
-    dst_base: u64,
-    dst_offset: usize,
-    dst_strides: &[isize],
-    src_base: u64,
-    src_offset: usize,
-    src_strides: &[isize],
+    dst: Layout<'_>,
+    src: Layout<'_>,
     shape: &[usize],
     size: usize,
     emit: &mut dyn FnMut(CopyJob) -> Result<()>,
@@ -572,51 +590,36 @@ pub(crate) fn copy_plan(
     // whole run. This is the job the strided plan gives such views,
     // without its sorting and merging.
     if let (Some(n), Some(_)) = (
-        packed_len(shape, dst_strides, size),
-        packed_len(shape, src_strides, size),
+        packed_len(shape, dst.strides, size),
+        packed_len(shape, src.strides, size),
     ) {
         let row = n * size;
         return emit(CopyJob {
-            dst: dst_base + dst_offset as u64,
+            dst: dst.start(),
             dst_pitch: row,
-            src: src_base + src_offset as u64,
+            src: src.start(),
             src_pitch: row,
             width: row,
             height: 1,
         });
     }
-    strided_copy_plan(
-        dst_base,
-        dst_offset,
-        dst_strides,
-        src_base,
-        src_offset,
-        src_strides,
-        shape,
-        size,
-        emit,
-    )
+    strided_copy_plan(dst, src, shape, size, emit)
 }
 
 /// [`copy_plan`] for any pair of views (at most [`MAX_AXES`] axes, none of
 /// extent 0).
-#[allow(clippy::too_many_arguments)]
 #[inline(never)]
 fn strided_copy_plan(
-    dst_base: u64,
-    dst_offset: usize,
-    dst_strides: &[isize],
-    src_base: u64,
-    src_offset: usize,
-    src_strides: &[isize],
+    dst: Layout<'_>,
+    src: Layout<'_>,
     shape: &[usize],
     size: usize,
     emit: &mut dyn FnMut(CopyJob) -> Result<()>,
 ) -> Result<()> {
-    let (mut doff, mut soff) = (dst_offset as i128, src_offset as i128);
+    let (mut doff, mut soff) = (dst.offset as i128, src.offset as i128);
     let mut axes = Axes::<Axis2>::default();
-    for i in 0..shape.len() {
-        let (e, mut d, mut s) = (shape[i], dst_strides[i] as i128, src_strides[i] as i128);
+    for (i, &e) in shape.iter().enumerate() {
+        let (mut d, mut s) = (dst.strides[i] as i128, src.strides[i] as i128);
         if e <= 1 {
             continue;
         }
@@ -645,9 +648,9 @@ fn strided_copy_plan(
     };
     for_each_offset((doff, soff), axes.as_ref(), &mut |(d, s)| {
         emit(CopyJob {
-            dst: dst_base + d as u64,
+            dst: dst.base + d as u64,
             dst_pitch: dp,
-            src: src_base + s as u64,
+            src: src.base + s as u64,
             src_pitch: sp,
             width: row,
             height,
@@ -735,15 +738,9 @@ pub(crate) fn fill(dst: &Array, value: &[u8], q: Option<&Queue>, call: &'static 
     // thread holds it (that launch waits for queued work before it runs).
     let _lock = lock_for(q, [&**dst.storage()], call)?;
     q.hold(dst, call, "the destination")?;
-    let base = dst.storage().address();
-    fill_plan(
-        base,
-        dst.offset(),
-        dst.shape(),
-        dst.strides(),
-        value,
-        &mut |job| q.fill_2d(&job),
-    )
+    fill_plan(Layout::of(dst), dst.shape(), value, &mut |job| {
+        q.fill_2d(&job)
+    })
 }
 
 fn no_stream(call: &'static str) -> Error {
@@ -777,27 +774,24 @@ fn host_fill(dst: &Array, value: &[u8], call: &'static str) -> Result<()> {
         }
         return dst.storage().copy_from_host(dst.offset(), &buf);
     }
-    fill_plan(
-        0,
-        dst.offset(),
-        dst.shape(),
-        dst.strides(),
-        value,
-        &mut |job| {
-            let w = job.word.size();
-            let bytes: Vec<u8> = match job.word {
-                FillWord::U8(v) => vec![v; job.width],
-                FillWord::U16(v) => v.to_ne_bytes().repeat(job.width),
-                FillWord::U32(v) => v.to_ne_bytes().repeat(job.width),
-            };
-            debug_assert_eq!(bytes.len(), job.width * w);
-            for r in 0..job.height {
-                dst.storage()
-                    .copy_from_host(job.address as usize + r * job.pitch, &bytes)?;
-            }
-            Ok(())
-        },
-    )
+    let at = Layout {
+        base: 0,
+        ..Layout::of(dst)
+    };
+    fill_plan(at, dst.shape(), value, &mut |job| {
+        let w = job.word.size();
+        let bytes: Vec<u8> = match job.word {
+            FillWord::U8(v) => vec![v; job.width],
+            FillWord::U16(v) => v.to_ne_bytes().repeat(job.width),
+            FillWord::U32(v) => v.to_ne_bytes().repeat(job.width),
+        };
+        debug_assert_eq!(bytes.len(), job.width * w);
+        for r in 0..job.height {
+            dst.storage()
+                .copy_from_host(job.address as usize + r * job.pitch, &bytes)?;
+        }
+        Ok(())
+    })
 }
 
 /// Copies every element of `src` into `dst` (same dtype size and shape;
@@ -937,12 +931,16 @@ fn host_assign(dst: &Array, bytes: &[u8]) -> Result<()> {
     let size = dst.dtype().size;
     let (n, st) = packed(dst.shape(), dst.dtype());
     copy_plan(
-        0,
-        dst.offset(),
-        dst.strides(),
-        0,
-        0,
-        &st[..n],
+        Layout {
+            base: 0,
+            offset: dst.offset(),
+            strides: dst.strides(),
+        },
+        Layout {
+            base: 0,
+            offset: 0,
+            strides: &st[..n],
+        },
         dst.shape(),
         size,
         &mut |job| {
@@ -1017,12 +1015,8 @@ fn cuda_assign(dst: &Array, src: &Array, q: &Queue, call: &'static str, hold: Ho
         q.hold(src, call, "the source")?;
     }
     copy_plan(
-        dst.storage().address(),
-        dst.offset(),
-        dst.strides(),
-        src.storage().address(),
-        src.offset(),
-        src.strides(),
+        Layout::of(dst),
+        Layout::of(src),
         dst.shape(),
         dst.dtype().size,
         &mut |job| q.copy_2d(&job),
@@ -1652,14 +1646,23 @@ mod tests {
         assert!(matches!(e, Error::Cuda(ref c) if *c == other), "{e}");
     }
 
-    fn fills(offset: usize, shape: &[usize], strides: &[isize], value: &[u8]) -> Vec<FillJob> {
+    /// The jobs a plan emits.
+    fn jobs<J>(plan: impl FnOnce(&mut dyn FnMut(J) -> Result<()>) -> Result<()>) -> Vec<J> {
         let mut v = Vec::new();
-        fill_plan(0, offset, shape, strides, value, &mut |j| {
+        plan(&mut |j| {
             v.push(j);
             Ok(())
         })
         .unwrap();
         v
+    }
+
+    fn fills(offset: usize, shape: &[usize], strides: &[isize], value: &[u8]) -> Vec<FillJob> {
+        jobs(|e| fill_plan(layout(0, offset, strides), shape, value, e))
+    }
+
+    fn copies(dst: Layout<'_>, src: Layout<'_>, shape: &[usize], size: usize) -> Vec<CopyJob> {
+        jobs(|e| copy_plan(dst, src, shape, size, e))
     }
 
     #[test]
@@ -1915,7 +1918,7 @@ mod tests {
                 want[d..d + size].copy_from_slice(&src[s..s + size]);
             });
             let mut got = vec![0u8; dlen];
-            copy_plan(0, doff, &ds, 0, soff, &ss, &shape, size, &mut |j| {
+            for j in copies(layout(0, doff, &ds), layout(0, soff, &ss), &shape, size) {
                 if j.height > 1 {
                     assert!(
                         j.dst_pitch >= j.width && j.src_pitch >= j.width,
@@ -1929,13 +1932,19 @@ mod tests {
                     );
                     got[d..d + j.width].copy_from_slice(&src[s..s + j.width]);
                 }
-                Ok(())
-            })
-            .unwrap();
+            }
             assert_eq!(
                 got, want,
                 "case {case}: shape {shape:?} dst {ds:?}+{doff} src {ss:?}+{soff} size {size}"
             );
+        }
+    }
+
+    fn layout(base: u64, offset: usize, strides: &[isize]) -> Layout<'_> {
+        Layout {
+            base,
+            offset,
+            strides,
         }
     }
 
@@ -2000,17 +2009,9 @@ mod tests {
                 _ => (0..size).map(|_| rng.u8(..)).collect(),
             };
             let base = rng.u64(..1 << 40) & !0xff;
-            let (mut got, mut want) = (Vec::new(), Vec::new());
-            fill_plan(base, offset, &shape, &strides, &value, &mut |j| {
-                got.push(j);
-                Ok(())
-            })
-            .unwrap();
-            strided_fill_plan(base, offset, &shape, &strides, &value, &mut |j| {
-                want.push(j);
-                Ok(())
-            })
-            .unwrap();
+            let at = layout(base, offset, &strides);
+            let got = jobs(|e| fill_plan(at, &shape, &value, e));
+            let want = jobs(|e| strided_fill_plan(at, &shape, &value, e));
             assert_eq!(
                 got, want,
                 "case {case}: shape {shape:?} strides {strides:?} offset {offset} value {value:?}"
@@ -2037,17 +2038,9 @@ mod tests {
                 lowest_offset(&shape, &ss) + rng.usize(..4) * size,
             );
             let (db, sb) = (rng.u64(..1 << 40) & !0xff, rng.u64(..1 << 40) & !0xff);
-            let (mut got, mut want) = (Vec::new(), Vec::new());
-            copy_plan(db, doff, &ds, sb, soff, &ss, &shape, size, &mut |j| {
-                got.push(j);
-                Ok(())
-            })
-            .unwrap();
-            strided_copy_plan(db, doff, &ds, sb, soff, &ss, &shape, size, &mut |j| {
-                want.push(j);
-                Ok(())
-            })
-            .unwrap();
+            let (dst, src) = (layout(db, doff, &ds), layout(sb, soff, &ss));
+            let got = copies(dst, src, &shape, size);
+            let want = jobs(|e| strided_copy_plan(dst, src, &shape, size, e));
             assert_eq!(
                 got, want,
                 "case {case}: shape {shape:?} dst {ds:?}+{doff} src {ss:?}+{soff} size {size}"
@@ -2072,13 +2065,13 @@ mod tests {
 
     #[test]
     fn copies_merge_contiguous_axes_and_pitch_the_next() {
-        let mut v = Vec::new();
         // 3x4 float32 into the left 3x4 of a 3x8 array.
-        copy_plan(0, 0, &[32, 4], 1000, 0, &[16, 4], &[3, 4], 4, &mut |j| {
-            v.push(j);
-            Ok(())
-        })
-        .unwrap();
+        let v = copies(
+            layout(0, 0, &[32, 4]),
+            layout(1000, 0, &[16, 4]),
+            &[3, 4],
+            4,
+        );
         assert_eq!(
             v,
             [CopyJob {
@@ -2091,12 +2084,7 @@ mod tests {
             }]
         );
         // A transpose: one element per row, a pitched copy per outer index.
-        v.clear();
-        copy_plan(0, 0, &[8, 4], 1000, 0, &[4, 12], &[3, 2], 4, &mut |j| {
-            v.push(j);
-            Ok(())
-        })
-        .unwrap();
+        let v = copies(layout(0, 0, &[8, 4]), layout(1000, 0, &[4, 12]), &[3, 2], 4);
         assert_eq!(v.len(), 2);
         assert!(v.iter().all(|j| j.width == 4 && j.height == 3), "{v:?}");
         assert_eq!(
