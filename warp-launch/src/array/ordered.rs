@@ -962,16 +962,17 @@ fn host_assign(dst: &Array, bytes: &[u8]) -> Result<()> {
     )
 }
 
-/// Copies between two CUDA memories on `q`.
 /// The storage locks of host-reachable memory while work on it is queued
 /// on a stream (see `lock_for_gpu`: refused on the thread of a CPU launch
-/// that holds it); none while capturing (nothing runs).
-fn lock_for<'a>(
+/// that holds it); none while capturing (nothing runs), and none for
+/// device memory, which host code cannot reach (asked first, without the
+/// lock table: most operations are on device memory).
+fn lock_for<const N: usize>(
     q: &Queue,
-    storages: impl IntoIterator<Item = &'a Storage>,
+    storages: [&Storage; N],
     call: &'static str,
 ) -> Result<Option<crate::array::storage::StorageLocks>> {
-    if q.capturing() {
+    if q.capturing() || !storages.iter().any(|s| s.host_reachable()) {
         return Ok(None);
     }
     Ok(Some(crate::array::lock_for_gpu(storages, call)?))
@@ -987,6 +988,7 @@ enum Hold {
     Src,
 }
 
+/// Copies between two CUDA memories on `q`, holding the sides `hold` names.
 fn cuda_assign(dst: &Array, src: &Array, q: &Queue, call: &'static str, hold: Hold) -> Result<()> {
     if dst.storage().shares_bytes_with(src.storage()) {
         // By address: two handles of one memory overlap as one does.
