@@ -355,8 +355,8 @@ impl fmt::Display for BuildError {
                 "{CALL}: Warp module {module:?}: the PTX fallback (NVRTC 12.0, PTX ISA {}) failed: {message}; \
                  install {} beside warp-lang, or turn the fallback off with WarpModule::ptx(false) \
                  (then only devices with a matching cubin run the module)",
-                crate::ptx::PTX_ISA,
-                crate::ptx::NVRTC_WHEEL
+                crate::PTX_ISA,
+                crate::NVRTC_WHEEL
             ),
             BuildError::UnsupportedArch {
                 module,

@@ -152,11 +152,13 @@ pub const WARP_VERSION: &str = "1.19.0";
 /// What warp-build installs with pip when Warp is not importable.
 /// `nvidia-cuda-nvrtc-cu12==12.0.76` is the NVRTC of the PTX fallback
 /// (Warp's `.cu` compiled to PTX ISA 8.0, for drivers from CUDA 12.0 on).
-pub const PIP_REQUIREMENTS: &[&str] = &[
-    "warp-lang==1.19.0",
-    "numpy==2.2.6",
-    "nvidia-cuda-nvrtc-cu12==12.0.76",
-];
+pub const PIP_REQUIREMENTS: &[&str] = &["warp-lang==1.19.0", "numpy==2.2.6", NVRTC_WHEEL];
+
+/// The NVRTC the PTX fallback compiles with.
+pub(crate) const NVRTC_WHEEL: &str = "nvidia-cuda-nvrtc-cu12==12.0.76";
+
+/// The PTX ISA NVRTC 12.0 writes, the most a CUDA 12.0 driver takes.
+pub(crate) const PTX_ISA: &str = "8.0";
 
 /// Overrides [`WarpModule::archs`]: a comma-separated list such as `90,80`.
 pub const ENV_ARCHS: &str = "WARP_BUILD_ARCHS";

@@ -216,7 +216,7 @@ impl WarpModule {
             "module={module}\nsource={}\narchs={archs:?}\nptx={} ({})\nblock_dim={}\nembed={}\ncpu={}\nout_dir={}\nwarp={WARP_VERSION}\nscript={SCRIPT}\nprover={}\nruntime={}\ncpu_flags={:?}\ngenerators={GENERATORS:?}",
             source.path.display(),
             self.ptx,
-            crate::ptx::NVRTC_WHEEL,
+            crate::NVRTC_WHEEL,
             self.block_dim,
             self.embed,
             self.cpu,

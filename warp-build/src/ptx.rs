@@ -3,7 +3,7 @@
 //! PTX is ISA 9.4, written by its CUDA 13.4 NVRTC: a CUDA 13.0 driver
 //! refuses it).
 //!
-//! NVRTC 12.0 is the pinned wheel [`NVRTC_WHEEL`], installed with Warp
+//! NVRTC 12.0 is the pinned wheel [`NVRTC_WHEEL`](crate::NVRTC_WHEEL), installed with Warp
 //! ([`crate::PIP_REQUIREMENTS`]) and found by the compile script beside
 //! it; it is called through cuda-sys's NVRTC binding and cuda-api's
 //! [`Program`], with the options Warp 1.19 gives its own NVRTC for PTX
@@ -15,16 +15,11 @@
 use std::path::Path;
 
 use crate::error::BuildError;
-
-/// The NVRTC the fallback compiles with.
-pub const NVRTC_WHEEL: &str = "nvidia-cuda-nvrtc-cu12==12.0.76";
+use crate::{NVRTC_WHEEL, PTX_ISA};
 
 /// Its version as NVRTC reports it (`major * 1000 + minor * 10`).
 #[cfg(feature = "ptx-fallback")]
 const NVRTC_VERSION: u32 = 12000;
-
-/// The PTX ISA NVRTC 12.0 writes, the most a CUDA 12.0 driver takes.
-pub const PTX_ISA: &str = "8.0";
 
 /// Warp 1.19's NVRTC options for PTX, as a CUDA 12.0 NVRTC gets them (the
 /// architecture and the include path are added per compile).
