@@ -11,7 +11,7 @@
 
 use std::mem::offset_of;
 
-use super::values::{Element, WarpStruct};
+use super::element::{Element, WarpStruct};
 use super::{ArrayT, LaunchBounds1, LaunchBounds2, LaunchBounds3, LaunchBounds4, Scalar};
 
 #[cfg(not(target_endian = "little"))]
