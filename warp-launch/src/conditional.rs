@@ -438,7 +438,7 @@ fn set_launch(
 fn capture(stream: &Stream, launches: &[Launch]) -> Result<CudaGraph<'static>> {
     stream.capture(CaptureMode::ThreadLocal, |c| -> Result<()> {
         for l in launches {
-            prepare::capture_node(c, l, "Graph::build")?;
+            prepare::capture_node(c, l.graph_parts(c.context(), "Graph::build")?)?;
         }
         Ok(())
     })

@@ -262,13 +262,12 @@ impl Graph {
             });
         }
         let context = self.graph.context().clone();
-        prepare::update_node(&mut self.exec, &node, &changed, &context, "Graph::update")?.map_err(
-            |error| Error::GraphUpdate {
-                index,
-                kernel: changed.kernel().name().to_string(),
-                error: Box::new(error),
-            },
-        )?;
+        let parts = changed.graph_parts(&context, "Graph::update")?;
+        prepare::update_node(&mut self.exec, &node, parts).map_err(|error| Error::GraphUpdate {
+            index,
+            kernel: changed.kernel().name().to_string(),
+            error: Box::new(error),
+        })?;
         // The executable graph holds a copy of `changed`'s arguments, whose
         // arrays `changed` keeps alive from here on (a replay still running
         // keeps the old ones: their frees wait for it).
@@ -349,7 +348,8 @@ impl GraphCapture<'_> {
                 device: launch.device(),
             });
         }
-        let node = prepare::capture_node(self.capture, &launch, "Graph::capture_with")?;
+        let parts = launch.graph_parts(self.capture.context(), "Graph::capture_with")?;
+        let node = prepare::capture_node(self.capture, parts)?;
         self.nodes.push(node);
         self.launches.push(launch);
         Ok(())

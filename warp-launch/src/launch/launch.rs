@@ -864,7 +864,7 @@ impl Launch {
         &self,
         graph: &Context,
         call: &str,
-    ) -> Result<(&cuda_api::DynKernel, LaunchConfig, &ArgBlock<'static>, bool)> {
+    ) -> Result<prepare::NodeParts<'_>> {
         let (Some(block), Some(ctx)) = (&self.block, &self.ctx) else {
             return Err(Error::CpuGraphNode {
                 kernel: self.kernel.name().to_string(),
@@ -875,8 +875,13 @@ impl Launch {
             graph,
             ctx,
         )?;
-        let k = self.kernel.cuda(self.ordinal(), self.opts.pass)?;
-        Ok((k, self.cfg, block, self.opts.cooperative))
+        Ok(prepare::NodeParts {
+            kernel: self.kernel.cuda(self.ordinal(), self.opts.pass)?,
+            cfg: self.cfg,
+            block,
+            cooperative: self.opts.cooperative,
+            empty: self.plan.size == 0,
+        })
     }
 
     /// The same launch for the backward kernel, with `adjoints` (one per

@@ -23,7 +23,7 @@
 //! | each argument's kind, dtype, dimensions, and where its memory lives under the access mode (device, context, host memory) | `bind::check` (builder, setters) and `Kernel::check_typed` (positional), both ending in `crate::array::check` | `gpu_roads` (host array on CUDA, array of another context, on every road), `warp_cpu::argument_errors`, `gpu_safety::a_warp_array_in_device_memory_of_a_separate_context_is_refused_in_every_mode` |
 //! | the arrays a struct argument holds ([`StructValue::with_arrays`](crate::StructValue::with_arrays)): exactly the struct's array fields, each of its dtype and dimensions, and where each lives, as an array argument (named `h.data`) | `bind::check_held`, called by `bind::check` and `Kernel::check_typed`, ending in `crate::array::check` | `gpu_roads::every_road_refuses_every_hazard` (a struct holding a host array, an array of another context, on every road), `bind::tests::a_struct_held_array_is_checked_for_the_launch_device`, `cpu_kernels::a_struct_holding_an_array_keeps_it_alive_and_is_checked` |
 //! | the kernel's access proof against `dim` (unproven kernels refused); rules of arrays a struct argument holds (`h.data`) against the extents in the value's bytes, and modulo rules against an empty divisor axis | `launch::check_access_rules` | `gpu_roads` (`dim` larger than an array, an unproven kernel, on every road), `launch/launch.rs` tests (`held_array_rules_are_checked_against_the_struct_value`, `modulo_rules_refuse_an_empty_divisor_only`), `gpu_tiles::launches_that_do_not_fit_a_tile_kernel_are_refused`, `cpu_held`, `gpu_held`, `cpu_modulo`, `gpu_modulo` |
-//! | the launch configuration (zero and too large extents, block and shared memory against the function's and the device's limits, a cooperative grid's fit) is checked once per prepared launch and not again at its replays: a [`Launch`] at its first run (again after `set_dim`), a remembered positional launch when it is remembered ([`cuda_api::DynKernel::check_config`]); a replay on another context's stream or through another kernel is checked in full | [`enqueue_checked`] (cuda-api's `launch_checked`) | `gpu_api::a_checked_config_launches_and_every_other_check_still_runs`, `gpu_roads::every_road_refuses_every_hazard`, `gpu_typed`, `gpu_warp` |
+//! | the launch configuration (zero and too large extents, block and shared memory against the function's and the device's limits, a cooperative grid's fit) is checked once per prepared launch and not again at its replays: a [`Launch`](crate::Launch) at its first run (again after `set_dim`), a remembered positional launch when it is remembered ([`cuda_api::DynKernel::check_config`]); a replay on another context's stream or through another kernel is checked in full | [`enqueue_checked`] (cuda-api's `launch_checked`) | `gpu_api::a_checked_config_launches_and_every_other_check_still_runs`, `gpu_roads::every_road_refuses_every_hazard`, `gpu_typed`, `gpu_warp` |
 //! | dynamic shared memory above the default limit is opted into once per context | [`opt_in_shared_mem`] | `gpu_tiles::tile_kernels_give_warps_results_at_block_dim_64_and_128` |
 //! | launch-bounds bytes (`launch_bounds_t<N>`, parameter 0) | [`write_bounds`] | `gpu_warp`, `gpu_typed::positional_launches_give_warps_results` |
 //! | use tracking: frees and host reads of every array and gradient (those a struct argument holds included; graphs through `Launch::storages`) wait for the queued work; memory a pool made on another stream is ordered before this use | [`note_uses`], [`enqueue_own`] | `gpu_safety::a_warp_array_read_right_after_a_launch_on_a_non_blocking_stream_is_current`, `gpu_conditional::dropping_a_graph_and_its_array_during_a_replay_waits_for_it`, `gpu_roads::dropping_an_array_held_in_a_struct_while_its_kernel_runs_waits_for_it`, `gpu_streams` |
@@ -47,7 +47,6 @@ use cuda_api::{
 use super::bind::{Arg, HeldArray};
 use super::domain::{Bounds, Plan};
 use super::kernel::Kernel;
-use super::launch::Launch;
 use crate::array::{Array, StorageLocks};
 use crate::device::Device;
 use crate::error::{Error, Result};
@@ -354,39 +353,40 @@ pub(crate) fn enqueue_own<S: KernelSignature>(
     Ok(k.launch(stream, cfg, args)?)
 }
 
-/// Adds the checked `launch` as a kernel node of the graph `c` captures:
-/// refused unless the launch was checked for the capture's context
-/// (`Launch::graph_parts`); `None`, adding nothing, for a launch of size 0.
-/// `call` names the graph call in errors. The one way a launch enters a
-/// graph ([`Graph::capture_with`](crate::Graph::capture_with),
+/// A checked launch as a graph takes it ([`crate::Launch`]'s
+/// `graph_parts`, which checked it for the graph's context): its kernel,
+/// configuration and argument block, whether it is cooperative, and
+/// whether its domain is empty.
+pub(crate) struct NodeParts<'l> {
+    pub kernel: &'l DynKernel,
+    pub cfg: LaunchConfig,
+    pub block: &'l ArgBlock<'static>,
+    pub cooperative: bool,
+    pub empty: bool,
+}
+
+/// Adds a checked launch as a kernel node of the graph `c` captures;
+/// `None`, adding nothing, for a launch of size 0. The one way a launch
+/// enters a graph ([`Graph::capture_with`](crate::Graph::capture_with),
 /// [`Graph::build`](crate::Graph::build) and its conditional bodies).
-pub(crate) fn capture_node(
-    c: &Capture<'static>,
-    launch: &Launch,
-    call: &str,
-) -> Result<Option<GraphNode>> {
-    let (kernel, cfg, block, cooperative) = launch.graph_parts(c.context(), call)?;
-    if launch.plan().size == 0 {
+pub(crate) fn capture_node(c: &Capture<'static>, l: NodeParts<'_>) -> Result<Option<GraphNode>> {
+    if l.empty {
         return Ok(None);
     }
-    Ok(Some(if cooperative {
-        c.launch_cooperative(kernel, cfg, block)?
+    Ok(Some(if l.cooperative {
+        c.launch_cooperative(l.kernel, l.cfg, l.block)?
     } else {
-        c.launch(kernel, cfg, block)?
+        c.launch(l.kernel, l.cfg, l.block)?
     }))
 }
 
-/// Makes `node` of `exec` run the checked `launch` from its next replay
-/// on, refused unless the launch was checked for the graph's context
-/// `graph`. On the driver's refusal the node keeps its parameters and the
-/// error is the driver's, for the caller to name.
+/// Makes `node` of `exec` run a checked launch from its next replay on.
+/// On the driver's refusal the node keeps its parameters and the error is
+/// the driver's, for the caller to name.
 pub(crate) fn update_node(
     exec: &mut CudaGraphExec<'static>,
     node: &GraphNode,
-    launch: &Launch,
-    graph: &Context,
-    call: &str,
-) -> Result<std::result::Result<(), cuda_api::CudaError>> {
-    let (kernel, cfg, block, _) = launch.graph_parts(graph, call)?;
-    Ok(exec.update_kernel(node, kernel, cfg, block))
+    l: NodeParts<'_>,
+) -> std::result::Result<(), cuda_api::CudaError> {
+    exec.update_kernel(node, l.kernel, l.cfg, l.block)
 }
