@@ -5,7 +5,9 @@
 mod error;
 mod generate;
 mod grid_sync;
+mod names;
 mod nvrtc;
+mod record;
 mod run;
 mod signature;
 mod toolkit;
@@ -16,7 +18,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub use error::{CudaBuildError, CudaDiagnostic};
-pub use generate::{CudaFile, CudaKernel};
+pub use record::{CudaFile, CudaKernel};
 pub use toolkit::{CUDA_WHEELS, ENV_CUDA_INCLUDE, ENV_CUDA_INCLUDE_PTX, ENV_NVRTC, ENV_NVRTC_PTX};
 pub use wl_kernels::{WlKernel, WlParam};
 

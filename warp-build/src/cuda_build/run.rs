@@ -8,8 +8,10 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::error::{CudaBuildError, diagnostics, io};
-use super::generate::{self, CudaFile, CudaKernel};
+use super::generate;
+use super::names::type_name;
 use super::nvrtc::Library;
+use super::record::{CudaFile, CudaKernel};
 use super::signature;
 use super::toolkit::{self, Compiler, Toolkit};
 use super::wl_kernels;
@@ -395,7 +397,7 @@ fn wl_launchers_of(
                 });
             }
             Ok(CudaKernel {
-                type_name: generate::type_name(&name),
+                type_name: type_name(&name),
                 expression: name.clone(),
                 symbol: name,
                 params: k
@@ -505,7 +507,7 @@ fn kernels(
         out.push(CudaKernel {
             expression: expr.to_string(),
             symbol: symbol.to_string(),
-            type_name: generate::type_name(expr),
+            type_name: type_name(expr),
             params: mapped,
             grid_sync: syncing.contains(symbol),
             warp_launch: None,

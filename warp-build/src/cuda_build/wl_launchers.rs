@@ -9,7 +9,8 @@ use heck::ToSnakeCase;
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 
-use super::generate::{CudaFile, CudaKernel, ident};
+use super::names::ident;
+use super::record::{CudaFile, CudaKernel};
 use super::wl_kernels::{WlKernel, WlParam};
 
 /// The module of `f` (a `warp_launch.h` file whose text was copied to
