@@ -4,7 +4,7 @@
 use crate::hash::{HashMap, HashSet};
 
 use super::components::{Components, Functions, first_uncovered, local_types};
-use super::tokens::{Tok, TokKind, UNMATCHED, is_punct, skip_balanced, spell};
+use super::tokens::{Tok, TokKind, call_args, close_local, code_around, is_punct, spell};
 use super::{SourceParam, SourceStruct};
 use crate::signature::{AccessTarget, Accesses, ArrayAccess, AxisIndex, Unproven};
 
@@ -109,59 +109,6 @@ enum Fact {
     Scaled(usize, u32),
     /// Assigned in more than one way.
     Conflict,
-}
-
-/// The arguments of the call whose `(` is at `open` (its `)` at
-/// `close[open]`), split at top-level commas; nested brackets are skipped
-/// in constant time, so every token is looked at by one call only.
-pub(super) fn call_args(
-    toks: &[Tok<'_>],
-    close: &[usize],
-    open: usize,
-) -> Option<Vec<(usize, usize)>> {
-    let end = *close.get(open)?;
-    if end == UNMATCHED {
-        return None;
-    }
-    let mut args = Vec::new();
-    let mut start = open + 1;
-    let mut j = open + 1;
-    while j < end {
-        let t = &toks[j];
-        if t.kind == TokKind::Punct {
-            match t.text {
-                "(" | "[" | "{" => {
-                    j = skip_balanced(close, j)?;
-                    continue;
-                }
-                "," => {
-                    args.push((start, j));
-                    start = j + 1;
-                }
-                _ => {}
-            }
-        }
-        j += 1;
-    }
-    if start < end || !args.is_empty() {
-        args.push((start, end));
-    }
-    Some(args)
-}
-
-/// A short text of the code around token `at` (its line, at most 24
-/// tokens either side), for messages.
-pub(super) fn code_around(toks: &[Tok<'_>], at: usize) -> String {
-    let line = toks[at].line;
-    let mut from = at;
-    while from > 0 && at - from < 24 && toks[from - 1].line == line {
-        from -= 1;
-    }
-    let mut to = at + 1;
-    while to < toks.len() && to - at < 24 && toks[to].line == line {
-        to += 1;
-    }
-    spell(&toks[from..to])
 }
 
 /// Reads how a kernel body (tokens `start..end`) indexes its array
@@ -957,21 +904,6 @@ fn other_uses(scan: &Scan<'_, '_, '_>, found: &mut Findings) {
     }
 }
 
-/// The bracket table of `toks[start..start + len]`, indices relative to
-/// `start` (a bracket closed outside the span counts as unmatched).
-pub(super) fn close_local(close: &[usize], start: usize, len: usize) -> Vec<usize> {
-    close[start..start + len]
-        .iter()
-        .map(|&c| {
-            if c == UNMATCHED || c < start || c - start >= len {
-                UNMATCHED
-            } else {
-                c - start
-            }
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use crate::signature::{Accesses, AxisIndex};
@@ -1253,9 +1185,8 @@ mod tests {
     // ---- One test per pass, on tokens of real Warp-shaped code.
 
     use super::{
-        ArrayParams, Fact, Findings, Known, Scan, array_params, builtin_accesses, close_local,
-        definitions, index_count, kernel_dim, known_facts, other_uses, scaled_definitions,
-        written_names,
+        ArrayParams, Fact, Findings, Known, Scan, array_params, builtin_accesses, definitions,
+        index_count, kernel_dim, known_facts, other_uses, scaled_definitions, written_names,
     };
     use crate::hash::HashSet;
     use crate::source::SourceParam;
@@ -1563,19 +1494,5 @@ mod tests {
             &[builtin_accesses, other_uses],
         );
         assert_eq!((both.first_bad, both.accesses.len()), (None, 1));
-    }
-
-    #[test]
-    fn close_local_rebases_the_bracket_table_on_the_body() {
-        let (t, close) = toks("f(a) { g(b[0]); } h(");
-        // The body `g(b[0]);` is tokens 5..13.
-        let local = close_local(&close, 5, 8);
-        assert_eq!(local[1], 6);
-        assert_eq!(local[3], 5);
-        // `{` at 4 closes at 12, outside: unmatched; `(` of h never closes.
-        let outer = close_local(&close, 4, t.len() - 4);
-        assert_eq!(outer[0], 9);
-        assert_eq!(outer[t.len() - 5], super::UNMATCHED);
-        assert_eq!(close_local(&close, 4, 3)[0], super::UNMATCHED);
     }
 }

@@ -14,8 +14,10 @@
 
 use crate::hash::HashMap;
 
-use super::accesses::{call_args, close_local, code_around, known_facts};
-use super::tokens::{Tok, TokKind, UNMATCHED, is_punct, skip_balanced, spell};
+use super::accesses::known_facts;
+use super::tokens::{
+    Tok, TokKind, UNMATCHED, call_args, close_local, code_around, is_punct, skip_balanced, spell,
+};
 use crate::signature::AxisIndex;
 
 /// Warp builtins that index a local value: the name, the value arguments

@@ -8,8 +8,7 @@ use std::collections::BTreeMap;
 
 use crate::hash::HashMap;
 
-use super::accesses::call_args;
-use super::tokens::{Tok, TokKind, is_punct, match_brackets, skip_balanced, tokenize};
+use super::tokens::{Tok, TokKind, call_args, is_punct, match_brackets, skip_balanced, tokenize};
 use super::{Direction, Source, SourceError};
 
 /// What a kernel does to one array parameter, besides reading it.

@@ -37,8 +37,7 @@
 
 use crate::hash::{HashMap, HashSet};
 
-use super::accesses::call_args;
-use super::tokens::{Tok, TokKind, is_punct};
+use super::tokens::{Tok, TokKind, call_args, is_punct};
 
 /// Unsigned casts a divisor may go through: the cast keeps every extent
 /// (0 to 2^31 - 1) as it is.

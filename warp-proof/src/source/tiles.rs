@@ -137,7 +137,7 @@ pub(super) fn read_tile_call(
         return TileCall::NotTile;
     };
     let gt = open - 1;
-    let Some(args) = super::accesses::call_args(body, close, open) else {
+    let Some(args) = super::tokens::call_args(body, close, open) else {
         return TileCall::NotTile;
     };
     let Some(&(a0, b0)) = args.first() else {

@@ -281,9 +281,77 @@ pub(super) fn split_top_level_commas<'t, 'a>(toks: &'t [Tok<'a>]) -> Vec<&'t [To
     parts
 }
 
+/// The arguments of the call whose `(` is at `open` (its `)` at
+/// `close[open]`), split at top-level commas; nested brackets are skipped
+/// in constant time, so every token is looked at by one call only.
+pub(super) fn call_args(
+    toks: &[Tok<'_>],
+    close: &[usize],
+    open: usize,
+) -> Option<Vec<(usize, usize)>> {
+    let end = *close.get(open)?;
+    if end == UNMATCHED {
+        return None;
+    }
+    let mut args = Vec::new();
+    let mut start = open + 1;
+    let mut j = open + 1;
+    while j < end {
+        let t = &toks[j];
+        if t.kind == TokKind::Punct {
+            match t.text {
+                "(" | "[" | "{" => {
+                    j = skip_balanced(close, j)?;
+                    continue;
+                }
+                "," => {
+                    args.push((start, j));
+                    start = j + 1;
+                }
+                _ => {}
+            }
+        }
+        j += 1;
+    }
+    if start < end || !args.is_empty() {
+        args.push((start, end));
+    }
+    Some(args)
+}
+
+/// A short text of the code around token `at` (its line, at most 24
+/// tokens either side), for messages.
+pub(super) fn code_around(toks: &[Tok<'_>], at: usize) -> String {
+    let line = toks[at].line;
+    let mut from = at;
+    while from > 0 && at - from < 24 && toks[from - 1].line == line {
+        from -= 1;
+    }
+    let mut to = at + 1;
+    while to < toks.len() && to - at < 24 && toks[to].line == line {
+        to += 1;
+    }
+    spell(&toks[from..to])
+}
+
+/// The bracket table of `toks[start..start + len]`, indices relative to
+/// `start` (a bracket closed outside the span counts as unmatched).
+pub(super) fn close_local(close: &[usize], start: usize, len: usize) -> Vec<usize> {
+    close[start..start + len]
+        .iter()
+        .map(|&c| {
+            if c == UNMATCHED || c < start || c - start >= len {
+                UNMATCHED
+            } else {
+                c - start
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
-    use super::list_items;
+    use super::{UNMATCHED, close_local, list_items, match_brackets, tokenize};
 
     #[test]
     fn list_items_split_at_top_level_commas_up_to_the_closing_bracket() {
@@ -312,5 +380,20 @@ mod tests {
         assert_eq!(list_items("]"), Some(vec![""]));
         // Text that does not tokenize.
         assert_eq!(list_items(r#"a: Literal["x)"#), None);
+    }
+
+    #[test]
+    fn close_local_rebases_the_bracket_table_on_the_body() {
+        let t = tokenize("f(a) { g(b[0]); } h(", "t.cu").unwrap();
+        let close = match_brackets(&t);
+        // The body `g(b[0]);` is tokens 5..13.
+        let local = close_local(&close, 5, 8);
+        assert_eq!(local[1], 6);
+        assert_eq!(local[3], 5);
+        // `{` at 4 closes at 12, outside: unmatched; `(` of h never closes.
+        let outer = close_local(&close, 4, t.len() - 4);
+        assert_eq!(outer[0], 9);
+        assert_eq!(outer[t.len() - 5], UNMATCHED);
+        assert_eq!(close_local(&close, 4, 3)[0], UNMATCHED);
     }
 }
