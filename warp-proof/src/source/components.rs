@@ -14,7 +14,7 @@
 
 use crate::hash::HashMap;
 
-use super::accesses::known_facts;
+use super::known::{known_facts, local_types};
 use super::tokens::{
     Tok, TokKind, UNMATCHED, call_args, close_local, code_around, is_punct, skip_balanced, spell,
 };
@@ -70,48 +70,6 @@ pub(super) fn extents(ty: &str) -> Option<Vec<i64>> {
         return Some(vec![7]);
     }
     None
-}
-
-/// The declared type of each name a body declares as `[const] TYPE NAME;`
-/// or `[const] TYPE NAME = ...;` at the start of a statement, and of each
-/// parameter; a name declared with two types has none (`None`).
-pub(super) fn local_types<'t>(
-    body: &[Tok<'t>],
-    params: &[(&'t str, String)],
-) -> HashMap<&'t str, Option<String>> {
-    let mut types: HashMap<&str, Option<String>> = HashMap::default();
-    let mut note = |name: &'t str, ty: String| {
-        types
-            .entry(name)
-            .and_modify(|t| {
-                if t.as_deref() != Some(ty.as_str()) {
-                    *t = None;
-                }
-            })
-            .or_insert(Some(ty));
-    };
-    for (name, ty) in params {
-        note(name, ty.clone());
-    }
-    let mut start = 0;
-    for (j, t) in body.iter().enumerate() {
-        let ends = t.kind == TokKind::Punct && matches!(t.text, ";" | "=");
-        if ends && j > start + 1 && body[j - 1].kind == TokKind::Word {
-            let ty = &body[start..j - 1];
-            let type_like = ty.iter().all(|x| match x.kind {
-                TokKind::Word | TokKind::Number => true,
-                TokKind::Punct => matches!(x.text, "::" | "<" | ">" | "," | "*" | "&"),
-                TokKind::Str => false,
-            });
-            if type_like && ty.iter().any(|x| x.kind == TokKind::Word) {
-                note(body[j - 1].text, spell(ty));
-            }
-        }
-        if t.kind == TokKind::Punct && matches!(t.text, ";" | "{" | "}") {
-            start = j + 1;
-        }
-    }
-    types
 }
 
 /// Each `@wp.func` of a module by C++ name: `None` when its body is

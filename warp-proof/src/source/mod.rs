@@ -48,6 +48,7 @@ pub(crate) mod cuda_c;
 pub(crate) mod effects;
 mod facts;
 mod held;
+mod known;
 mod meta;
 mod modes;
 mod modulo;

@@ -281,6 +281,11 @@ pub(super) fn split_top_level_commas<'t, 'a>(toks: &'t [Tok<'a>]) -> Vec<&'t [To
     parts
 }
 
+/// The text of token `j` of `body`, `""` past its end.
+pub(super) fn text_at<'t>(body: &[Tok<'t>], j: usize) -> &'t str {
+    body.get(j).map_or("", |t| t.text)
+}
+
 /// The arguments of the call whose `(` is at `open` (its `)` at
 /// `close[open]`), split at top-level commas; nested brackets are skipped
 /// in constant time, so every token is looked at by one call only.
