@@ -95,6 +95,47 @@ impl PartialEq for Context {
 }
 impl Eq for Context {}
 
+/// A device's primary context, here with the rest of what makes contexts.
+impl CudaDevice {
+    /// The device's primary context (the one the runtime API and most
+    /// libraries use), retained on the first call and then kept for the
+    /// life of the process: every call returns the same [`Context`] (one
+    /// record of its sticky error), a lock-free read after the first.
+    /// Does not make it current; [`Context::bind`] does, and so does every
+    /// cuda-api call that works in it. [`Context::primary`] is this plus
+    /// [`Context::bind`].
+    ///
+    /// # Errors
+    ///
+    /// The driver's failure of `cuDevicePrimaryCtxRetain` on the first call.
+    pub fn primary_context(&self) -> CudaResult<Context> {
+        /// One slot per device the driver reports (as `CudaDevice::get`
+        /// has), filled on first use.
+        static PRIMARY: OnceLock<Box<[OnceLock<Context>]>> = OnceLock::new();
+        let table = match PRIMARY.get() {
+            Some(t) => t,
+            None => {
+                let n = usize::try_from(CudaDevice::count()?).unwrap_or(0);
+                PRIMARY.get_or_init(|| (0..n).map(|_| OnceLock::new()).collect())
+            }
+        };
+        let Some(slot) = usize::try_from(self.ordinal())
+            .ok()
+            .and_then(|i| table.get(i))
+        else {
+            // Not reached: a `CudaDevice` is made only for an ordinal below
+            // the count. Retained, not kept.
+            return Context::retain_primary(self);
+        };
+        if let Some(c) = slot.get() {
+            return Ok(c.clone());
+        }
+        let c = Context::retain_primary(self)?;
+        // A thread that lost the race drops its `c`, releasing its retain.
+        Ok(slot.get_or_init(|| c).clone())
+    }
+}
+
 impl Context {
     /// `device`'s primary context, made current on this thread: the one
     /// [`CudaDevice::primary_context`] keeps for the process (so every call

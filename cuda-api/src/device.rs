@@ -6,7 +6,6 @@ use std::sync::{Arc, OnceLock};
 
 use cuda_sys::{CUdevice, CUdevice_attribute, CUresult};
 
-use crate::context::Context;
 use crate::driver;
 use crate::error::{CudaError, CudaResult};
 use crate::launch::{DeviceLimits, Dim3};
@@ -46,8 +45,6 @@ struct DeviceInner {
     name: String,
     attrs: [AtomicI64; ATTR_SLOTS],
     limits: OnceLock<DeviceLimits>,
-    /// The primary context, retained on first use and kept for the process.
-    primary: OnceLock<Context>,
 }
 
 /// A CUDA device. Cheap to clone; attributes are cached after the first query.
@@ -78,8 +75,8 @@ impl CudaDevice {
     }
 
     /// The device with this ordinal: one shared instance per ordinal for the
-    /// whole process, so its attribute cache and its primary context are
-    /// filled once. After the first call for an ordinal, a lock-free read.
+    /// whole process, so its attribute cache is filled once (and its
+    /// primary context, [`CudaDevice::primary_context`], retained once). After the first call for an ordinal, a lock-free read.
     ///
     /// # Errors
     ///
@@ -148,26 +145,6 @@ impl CudaDevice {
         ))
     }
 
-    /// The device's primary context (the one the runtime API and most
-    /// libraries use), retained on the first call and then kept for the
-    /// life of the process: every call returns the same [`Context`] (one
-    /// record of its sticky error), a lock-free read after the first.
-    /// Does not make it current; [`Context::bind`] does, and so does every
-    /// cuda-api call that works in it. [`Context::primary`] is this plus
-    /// [`Context::bind`].
-    ///
-    /// # Errors
-    ///
-    /// The driver's failure of `cuDevicePrimaryCtxRetain` on the first call.
-    pub fn primary_context(&self) -> CudaResult<Context> {
-        if let Some(c) = self.inner.primary.get() {
-            return Ok(c.clone());
-        }
-        let c = Context::retain_primary(self)?;
-        // A thread that lost the race drops its `c`, releasing its retain.
-        Ok(self.inner.primary.get_or_init(|| c).clone())
-    }
-
     fn open(ordinal: i32) -> CudaResult<CudaDevice> {
         let raw = driver::device_get(ordinal)?;
         let name = driver::device_get_name(raw)?;
@@ -178,7 +155,6 @@ impl CudaDevice {
                 name,
                 attrs: [const { AtomicI64::new(UNKNOWN) }; ATTR_SLOTS],
                 limits: OnceLock::new(),
-                primary: OnceLock::new(),
             }),
         })
     }
