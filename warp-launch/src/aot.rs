@@ -23,7 +23,6 @@ use crate::images::{self, Candidate, EmbeddedModule};
 use crate::launch::kernel::DeferredCuda;
 use crate::launch::{Kernel, KernelSpec};
 use crate::signature::{Pass, Unproven};
-use crate::source;
 
 pub use warp_proof::WARP_VERSION;
 
@@ -682,14 +681,6 @@ fn declared(decls: Vec<warp_proof::Declared>) -> Result<Vec<Declared>> {
             atomics: d.atomics,
         })
         .collect())
-}
-
-pub(crate) fn src_err(e: source::SourceError) -> Error {
-    Error::Source {
-        file: e.file().to_string(),
-        line: e.line(),
-        message: e.message().to_string(),
-    }
 }
 
 #[cfg(test)]

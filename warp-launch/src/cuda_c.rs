@@ -117,7 +117,7 @@ impl CudaModule {
     /// the driver's failure to load the image.
     pub fn compile(device: impl IntoDevice, name: &str, source: &str) -> Result<CudaModule> {
         let device = device.into_device()?;
-        let read = read_text(source, name, Weaken::Nothing).map_err(crate::aot::src_err)?;
+        let read = read_text(source, name, Weaken::Nothing).map_err(crate::error::src_err)?;
         let ctx = device.context()?;
         // The reader's re-emission when the text lexes: exactly the tokens
         // that were proven, line for line. A text that does not lex has no
@@ -165,7 +165,7 @@ impl CudaModule {
         let device = device.into_device()?;
         let name = module.name();
         let read =
-            read_text(module.source(), name, Weaken::Nothing).map_err(crate::aot::src_err)?;
+            read_text(module.source(), name, Weaken::Nothing).map_err(crate::error::src_err)?;
         let specs = specs_of(read.kernels, name, module.warning())?;
         let ctx = device.context()?;
         let (library, image) = module.images().load(ctx.device())?;
@@ -259,7 +259,7 @@ pub(crate) fn declarations_weakened(
     name: &str,
     weaken: Weaken,
 ) -> Result<Vec<KernelSpec>> {
-    let read = read_text(source, name, weaken).map_err(crate::aot::src_err)?;
+    let read = read_text(source, name, weaken).map_err(crate::error::src_err)?;
     read.kernels.iter().map(|k| spec_of(k, name)).collect()
 }
 

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use crate::device::Device;
+use crate::device::id::Device;
 use crate::launch::domain::DimError;
 use crate::signature::Pass;
 use warp_proof::UnmodelledError;
@@ -1190,11 +1190,20 @@ impl From<cuda_api::CudaError> for Error {
     }
 }
 
+/// A reader's refusal of a source text, as [`Error::Source`].
+pub(crate) fn src_err(e: warp_proof::SourceError) -> Error {
+    Error::Source {
+        file: e.file().to_string(),
+        line: e.line(),
+        message: e.message().to_string(),
+    }
+}
+
 /// warp-proof's refusal of a mode a launch does not model.
 impl From<warp_proof::DeclareError> for Error {
     fn from(e: warp_proof::DeclareError) -> Self {
         match e {
-            warp_proof::DeclareError::Source(e) => crate::aot::src_err(e),
+            warp_proof::DeclareError::Source(e) => src_err(e),
             warp_proof::DeclareError::Unmodelled(e) => Error::Unmodelled(Box::new(e)),
             other => Error::Source {
                 file: String::new(),

@@ -16,8 +16,8 @@ use std::collections::HashMap;
 
 use warp_proof::{Facts, Target, parse_facts};
 
-use crate::aot::{Declared, src_err};
-use crate::error::Result;
+use crate::aot::Declared;
+use crate::error::{Result, src_err};
 use crate::signature::{Accesses, Unproven};
 
 /// The file name of module `name`'s facts (`wp_<name>.facts.json`).

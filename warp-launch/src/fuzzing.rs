@@ -46,7 +46,7 @@ pub struct CudaCRead {
 /// The reader's error message.
 pub fn cuda_c_read(text: &str, weaken: Weaken) -> Result<CudaCRead, String> {
     let read = crate::source::cuda_c::read_text(text, "fuzz.cu", weaken)
-        .map_err(|e| crate::aot::src_err(e).to_string())?;
+        .map_err(|e| crate::error::src_err(e).to_string())?;
     let kernels = read
         .kernels
         .iter()

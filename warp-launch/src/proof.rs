@@ -19,5 +19,5 @@ pub(crate) mod signature {
 pub(crate) mod source {
     #[cfg(test)]
     pub(crate) use warp_proof::WarpFeature;
-    pub(crate) use warp_proof::{SourceError, cuda_c, parse_meta};
+    pub(crate) use warp_proof::{cuda_c, parse_meta};
 }

@@ -10,22 +10,15 @@ use cuda_api::{Context, Stream};
 
 use crate::error::{Error, Result};
 
+pub(crate) mod id;
+pub use id::Device;
+
 /// Whether CUDA can be used in this process: a driver loads and reports at
 /// least one device (asked once, then remembered). On `false`,
 /// [`Device::current`] is `"cpu"`.
 pub fn cuda_available() -> bool {
     static AVAILABLE: OnceLock<bool> = OnceLock::new();
     *AVAILABLE.get_or_init(|| cuda_api::CudaDevice::count().is_ok_and(|n| n > 0))
-}
-
-/// Where a launch runs and arrays live: the CPU or a CUDA device by ordinal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Device {
-    /// The host (`"cpu"`): kernels with a Rust implementation, host memory.
-    Cpu,
-    /// CUDA device `N` (`"cuda:N"`).
-    Cuda(i32),
 }
 
 impl Device {
@@ -445,15 +438,6 @@ pub fn wait_stream(other: &Stream) -> Result<()> {
     Ok(d.stream()?.wait_stream(other)?)
 }
 
-impl fmt::Display for Device {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Device::Cpu => f.write_str("cpu"),
-            Device::Cuda(n) => write!(f, "cuda:{n}"),
-        }
-    }
-}
-
 impl FromStr for Device {
     type Err = Error;
     /// `"cpu"`, `"cuda:N"`, or `"cuda"` for `cuda:0`.
@@ -501,12 +485,6 @@ impl IntoDevice for &str {
 impl IntoDevice for &String {
     fn into_device(self) -> Result<Device> {
         self.parse()
-    }
-}
-
-impl From<&cuda_api::CudaDevice> for Device {
-    fn from(d: &cuda_api::CudaDevice) -> Device {
-        Device::Cuda(d.ordinal())
     }
 }
 
