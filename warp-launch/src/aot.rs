@@ -377,7 +377,7 @@ impl AotModule {
         cpu: Option<&EmbeddedCpu>,
     ) -> Result<AotModule> {
         let mut decls = declarations_carried(rules, (text, cu_file), (meta_text, meta_file))?;
-        let cpu_unproven = crate::facts::apply(name, &mut decls, facts)?;
+        let cpu_unproven = apply_facts(name, &mut decls, facts)?;
         let targets = images::targets(origin, &candidates)?;
         let mut kernels: BTreeMap<String, LazyKernel> = BTreeMap::new();
         let mut atomics = HashMap::new();
@@ -626,6 +626,20 @@ pub(crate) struct Declared {
     pub spec: KernelSpec,
     /// Whether the forward body uses atomics (`wp::atomic_*`).
     pub atomics: bool,
+}
+
+/// [`crate::facts::apply`] to the declarations of module `module`: their
+/// CUDA verdicts applied, each kernel's unproven CPU verdict returned.
+pub(crate) fn apply_facts(
+    module: &str,
+    decls: &mut [Declared],
+    facts: Option<(&str, &str)>,
+) -> Result<HashMap<String, Unproven>> {
+    crate::facts::apply(
+        module,
+        decls.iter_mut().map(|d| (d.key.as_str(), &mut d.spec)),
+        facts,
+    )
 }
 
 /// Everything `load_named` needs before the image: the Warp version check,

@@ -16,8 +16,8 @@ use std::collections::HashMap;
 
 use warp_proof::{Facts, Target, parse_facts};
 
-use crate::aot::Declared;
 use crate::error::{Result, src_err};
+use crate::launch::KernelSpec;
 use crate::signature::{Accesses, Unproven};
 
 /// The file name of module `name`'s facts (`wp_<name>.facts.json`).
@@ -26,16 +26,17 @@ pub(crate) fn file_name(name: &str) -> String {
 }
 
 /// Reads the facts `(text, file)` of module `module` and applies their
-/// CUDA verdicts to `decls`; returns each kernel's CPU verdict (only the
-/// unproven ones). No facts: nothing changes.
+/// CUDA verdicts to `decls` (each forward kernel's key and declaration);
+/// returns each kernel's CPU verdict (only the unproven ones). No facts:
+/// nothing changes.
 ///
 /// # Errors
 ///
 /// [`Error::Source`] for facts that do not parse, or that name another
 /// module or Warp release.
-pub(crate) fn apply(
+pub(crate) fn apply<'d>(
     module: &str,
-    decls: &mut [Declared],
+    decls: impl Iterator<Item = (&'d str, &'d mut KernelSpec)>,
     facts: Option<(&str, &str)>,
 ) -> Result<HashMap<String, Unproven>> {
     let Some((text, file)) = facts else {
@@ -43,15 +44,14 @@ pub(crate) fn apply(
     };
     let facts = read(module, text, file)?;
     let mut cpu = HashMap::new();
-    for d in decls.iter_mut() {
-        if let Some(u) = facts.verdict(&d.key, Target::Cuda, file) {
-            d.spec = d
-                .spec
+    for (key, spec) in decls {
+        if let Some(u) = facts.verdict(key, Target::Cuda, file) {
+            *spec = spec
                 .clone()
                 .with_accesses(Accesses::Unproven(u.clone()), Accesses::Unproven(u));
         }
-        if let Some(u) = facts.verdict(&d.key, Target::Cpu, file) {
-            cpu.insert(d.key.clone(), u);
+        if let Some(u) = facts.verdict(key, Target::Cpu, file) {
+            cpu.insert(key.to_owned(), u);
         }
     }
     Ok(cpu)

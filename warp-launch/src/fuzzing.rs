@@ -239,8 +239,9 @@ impl WarpProof {
         let mut decls = crate::aot::declarations(cu, &cu_file, meta, &format!("wp_{module}.meta"))
             .map_err(|e| e.to_string())?;
         let facts_file = crate::facts::file_name(module);
-        let cpu = crate::facts::apply(module, &mut decls, facts.map(|f| (f, facts_file.as_str())))
-            .map_err(|e| e.to_string())?;
+        let cpu =
+            crate::aot::apply_facts(module, &mut decls, facts.map(|f| (f, facts_file.as_str())))
+                .map_err(|e| e.to_string())?;
         let mut kernels = Vec::new();
         for d in decls {
             let mut spec = d.spec;

@@ -237,7 +237,7 @@ fn native_code_makes_a_kernel_unproven_from_the_facts_not_the_text() {
         d[0].spec.accesses(Pass::Forward)
     );
     let file = "wp_native_poke.facts.json";
-    let cpu = crate::facts::apply("native_poke", &mut d, Some((&facts, file))).unwrap();
+    let cpu = crate::aot::apply_facts("native_poke", &mut d, Some((&facts, file))).unwrap();
     for pass in [Pass::Forward, Pass::Adjoint] {
         let Accesses::Unproven(u) = d[0].spec.accesses(pass) else {
             panic!("{:?}", d[0].spec.accesses(pass));
@@ -247,9 +247,9 @@ fn native_code_makes_a_kernel_unproven_from_the_facts_not_the_text() {
         assert!(u.reason.contains("C++ `poke_0`"), "{}", u.reason);
     }
     assert!(cpu["native_poke"].reason.contains("`poke`"));
-    let e = crate::facts::apply("other", &mut d, Some((&facts, file))).unwrap_err();
+    let e = crate::aot::apply_facts("other", &mut d, Some((&facts, file))).unwrap_err();
     assert!(e.to_string().contains("module 'native_poke's"), "{e}");
-    let e = crate::facts::apply("native_poke", &mut d, Some(("{}", file))).unwrap_err();
+    let e = crate::aot::apply_facts("native_poke", &mut d, Some(("{}", file))).unwrap_err();
     assert!(e.to_string().contains(file), "{e}");
 }
 
