@@ -192,6 +192,9 @@ impl Queue<'_> {
     }
 }
 
+/// Where a plan hands its jobs, in order; a job's error ends the plan.
+type Emit<'e, J> = &'e mut dyn FnMut(J) -> Result<()>;
+
 /// One pitched memset: `height` rows of `width` words at `address`, `pitch` apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct FillJob {
@@ -289,7 +292,7 @@ pub(crate) fn fill_plan(
     at: Layout<'_>,
     shape: &[usize],
     value: &[u8],
-    emit: &mut dyn FnMut(FillJob) -> Result<()>,
+    emit: Emit<'_, FillJob>,
 ) -> Result<()> {
     let size = value.len();
     if size == 0 || shape.contains(&0) {
@@ -322,7 +325,7 @@ fn strided_fill_plan(
     at: Layout<'_>,
     shape: &[usize],
     value: &[u8],
-    emit: &mut dyn FnMut(FillJob) -> Result<()>,
+    emit: Emit<'_, FillJob>,
 ) -> Result<()> {
     let size = value.len();
     // Simplify: drop extents 1 and strides 0 (the same bytes again), turn
@@ -578,7 +581,7 @@ pub(crate) fn copy_plan(
     src: Layout<'_>,
     shape: &[usize],
     size: usize,
-    emit: &mut dyn FnMut(CopyJob) -> Result<()>,
+    emit: Emit<'_, CopyJob>,
 ) -> Result<()> {
     if size == 0 || shape.contains(&0) {
         return Ok(());
@@ -614,7 +617,7 @@ fn strided_copy_plan(
     src: Layout<'_>,
     shape: &[usize],
     size: usize,
-    emit: &mut dyn FnMut(CopyJob) -> Result<()>,
+    emit: Emit<'_, CopyJob>,
 ) -> Result<()> {
     let (mut doff, mut soff) = (dst.offset as i128, src.offset as i128);
     let mut axes = Axes::<Axis2>::default();

@@ -805,7 +805,7 @@ mod tests {
     };
     use crate::hash::HashSet;
     use crate::source::SourceParam;
-    use crate::source::tokens::{Tok, match_brackets, tokenize};
+    use crate::source::tokens::test_support::{pos, toks};
 
     fn param(name: &str, cpp_type: &str) -> SourceParam {
         SourceParam {
@@ -823,22 +823,6 @@ mod tests {
             param("adj_x", "wp::array_t<wp::float32>"),
             param("var_v", "wp::float32"),
         ]
-    }
-
-    fn toks(text: &str) -> (Vec<Tok<'_>>, Vec<usize>) {
-        let t = tokenize(text, "t.cu").unwrap();
-        let close = match_brackets(&t);
-        (t, close)
-    }
-
-    /// Position of the `n`th token spelled `text`.
-    fn pos(body: &[Tok<'_>], text: &str, n: usize) -> usize {
-        body.iter()
-            .enumerate()
-            .filter(|(_, t)| t.text == text)
-            .nth(n)
-            .unwrap()
-            .0
     }
 
     /// Runs the scanning passes over `text` as a body of [`params`].

@@ -437,23 +437,8 @@ mod tests {
     use super::{Fact, Known, definitions, known_facts, scaled_definitions, written_names};
     use crate::hash::HashSet;
     use crate::signature::AxisIndex::{self, Constant as C};
-    use crate::source::tokens::{Tok, match_brackets, tokenize};
-
-    fn toks(text: &str) -> (Vec<Tok<'_>>, Vec<usize>) {
-        let t = tokenize(text, "t.cu").unwrap();
-        let close = match_brackets(&t);
-        (t, close)
-    }
-
-    /// Position of the `n`th token spelled `text`.
-    fn pos(body: &[Tok<'_>], text: &str, n: usize) -> usize {
-        body.iter()
-            .enumerate()
-            .filter(|(_, t)| t.text == text)
-            .nth(n)
-            .unwrap()
-            .0
-    }
+    use crate::source::tokens::test_support::{pos, toks};
+    use crate::source::tokens::{Tok, tokenize};
 
     #[test]
     fn definitions_find_thread_coordinates_and_integer_constants() {

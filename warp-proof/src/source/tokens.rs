@@ -354,6 +354,29 @@ pub(super) fn close_local(close: &[usize], start: usize, len: usize) -> Vec<usiz
         .collect()
 }
 
+/// Token helpers of the readers' tests.
+#[cfg(test)]
+pub(super) mod test_support {
+    use super::{Tok, match_brackets, tokenize};
+
+    /// The tokens of `text` and their bracket table.
+    pub(crate) fn toks(text: &str) -> (Vec<Tok<'_>>, Vec<usize>) {
+        let t = tokenize(text, "t.cu").unwrap();
+        let close = match_brackets(&t);
+        (t, close)
+    }
+
+    /// Position of the `n`th token spelled `text`.
+    pub(crate) fn pos(body: &[Tok<'_>], text: &str, n: usize) -> usize {
+        body.iter()
+            .enumerate()
+            .filter(|(_, t)| t.text == text)
+            .nth(n)
+            .unwrap()
+            .0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{UNMATCHED, close_local, list_items, match_brackets, tokenize};
