@@ -15,6 +15,7 @@
 use std::path::Path;
 
 use crate::error::BuildError;
+#[cfg(feature = "ptx-fallback")]
 use crate::{NVRTC_WHEEL, PTX_ISA};
 
 /// Its version as NVRTC reports it (`major * 1000 + minor * 10`).

@@ -1,6 +1,7 @@
 //! The rooms rule (DESIGN.md §6, "Rooms by concept"): no file-level `use`
-//! circle in `warp-launch/src/launch`, `cuda-api/src` or
-//! `cuda-api/src/kernel`, but the ones listed here, each with its reason;
+//! circle in `warp-launch/src/launch`, `warp-launch/src/abi`,
+//! `warp-launch/src/cpu`, `warp-proof/src/source`,
+//! `warp-build/src/cuda_build`, `cuda-api/src` or `cuda-api/src/kernel`;
 //! cuda-api's `error.rs` and its plain values import nothing back. See
 //! `xtask::use_circles`.
 
@@ -35,32 +36,29 @@ fn assert_no_circles(src: &str, folder: &str, allowed: &[Allowed]) {
 }
 
 #[test]
-fn launch_has_no_use_circle_but_the_listed_ones() {
-    assert_no_circles(
-        "warp-launch/src",
-        "launch",
-        &[Allowed {
-            rooms: &["launch/launch.rs", "launch/prepare.rs"],
-            why: "Launch calls prepare's checks, and prepare, the one module that starts \
-                  kernel work, takes a Launch's parts (Launch::graph_parts, Launch::plan) to \
-                  make graph nodes; opening it means handing prepare those parts instead of \
-                  the Launch, in two files that issue 29's road work edits at the same time",
-        }],
-    );
+fn launch_has_no_use_circle() {
+    assert_no_circles("warp-launch/src", "launch", &[]);
 }
 
 #[test]
-fn cuda_api_has_no_use_circle_but_the_listed_ones() {
-    assert_no_circles(
-        "cuda-api/src",
-        "",
-        &[Allowed {
-            rooms: &["context.rs", "device.rs"],
-            why: "a device keeps its primary context (CudaDevice::primary_context caches \
-                  one per process in the device's record) and a context names its device: \
-                  breaking it moves that cache out of CudaDevice, a change of its own",
-        }],
-    );
+fn cuda_api_has_no_use_circle() {
+    assert_no_circles("cuda-api/src", "", &[]);
+}
+
+#[test]
+fn warp_launch_abi_and_cpu_have_no_use_circle() {
+    assert_no_circles("warp-launch/src", "abi", &[]);
+    assert_no_circles("warp-launch/src", "cpu", &[]);
+}
+
+#[test]
+fn warp_proof_readers_have_no_use_circle() {
+    assert_no_circles("warp-proof/src", "source", &[]);
+}
+
+#[test]
+fn warp_build_cuda_build_has_no_use_circle() {
+    assert_no_circles("warp-build/src", "cuda_build", &[]);
 }
 
 #[test]
