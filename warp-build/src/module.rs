@@ -351,7 +351,7 @@ impl WarpModule {
     /// compiled. No stamp and Warp's kernel cache in the output directory:
     /// every call compiles. For the differential fuzzer
     /// ([`crate::fuzzing`]).
-    pub(crate) fn compile_sources(&self) -> Result<crate::fuzzing::HostSources, BuildError> {
+    pub(crate) fn compile_sources(&self) -> Result<HostSources, BuildError> {
         let source = self.source()?;
         // The archs given, not `WARP_BUILD_ARCHS`: one cubin is enough here.
         let archs = self.archs.clone();
@@ -378,13 +378,13 @@ impl WarpModule {
             .map_err(io("writing", &shim))?;
         let runtime = out_dir.join(format!("wp_{module}.cpu_runtime.cpp"));
         std::fs::write(&runtime, cpu_library::RUNTIME).map_err(io("writing", &runtime))?;
-        Ok(crate::fuzzing::HostSources {
+        Ok(HostSources {
             module,
             dir: out_dir,
             warp_dir: summary.warp_dir,
             kernels: kernels
                 .into_iter()
-                .map(|k| crate::fuzzing::HostKernel {
+                .map(|k| HostKernel {
                     key: k.key,
                     dim: k.dim,
                     fields: k.fields,
@@ -897,4 +897,32 @@ impl Compiled {
     pub fn cpu_unsupported(&self) -> &[(String, String)] {
         &self.stamp.cpu_unsupported
     }
+}
+
+/// What [`crate::fuzzing::compile_for_host`] wrote: a module's CPU code
+/// with warp-build's entry points.
+#[derive(Clone, Debug)]
+pub struct HostSources {
+    /// The module's name (`wp_<module>.*`).
+    pub module: String,
+    /// The output directory holding Warp's files and the entry points.
+    pub dir: PathBuf,
+    /// The imported `warp` package (its `native/` holds Warp's headers).
+    pub warp_dir: PathBuf,
+    /// Every kernel of Warp's CPU code, in file order.
+    pub kernels: Vec<HostKernel>,
+}
+
+/// One kernel of Warp's CPU code, as warp-build's entry points see it.
+#[derive(Clone, Debug)]
+pub struct HostKernel {
+    /// The kernel's key: the entry point is
+    /// `wpl_<module>__<key>__forward(const void* bounds, void* args, size_t first, size_t last)`.
+    pub key: String,
+    /// `N` of `wp::launch_bounds_t<N>`.
+    pub dim: u32,
+    /// The fields of `wp_args_<key>`, in order.
+    pub fields: Vec<String>,
+    /// Why it has no CPU entry points, or `None`.
+    pub unsupported: Option<String>,
 }
