@@ -19,9 +19,9 @@
 use std::fmt;
 use std::marker::PhantomData;
 use std::ops::{Deref, Range};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-use cuda_api::{Allocation, MemoryKind};
+use cuda_api::{Allocation, MemoryKind, Stream};
 
 use crate::array::{Memory, Storage};
 
@@ -1071,7 +1071,7 @@ impl Array {
         if let (Some(sg), Some(dg)) = (&src.grad, &self.grad) {
             dg.copy_from(sg)?;
         }
-        crate::launch::record::record_copy(src, self, None);
+        record_copy(src, self, None);
         Ok(())
     }
 
@@ -1229,6 +1229,27 @@ impl<T: Element, const N: usize> Deref for TypedArray<T, N> {
 impl<T: Element, const N: usize> AsRef<Array> for TypedArray<T, N> {
     fn as_ref(&self) -> &Array {
         &self.array
+    }
+}
+
+/// The tape's recorder of array copies (`launch::record::record_copy`),
+/// set when the first recording opens in the process: array operations
+/// hand their copies to it without naming the tape, which knows arrays
+/// (not the other way round).
+static COPY_RECORDER: OnceLock<fn(&Array, &Array, Option<&Stream>)> = OnceLock::new();
+
+/// Sets the recorder of [`record_copy`] (the first call wins: there is one).
+pub(crate) fn set_copy_recorder(recorder: fn(&Array, &Array, Option<&Stream>)) {
+    let _ = COPY_RECORDER.set(recorder);
+}
+
+/// Hands a copy of `src` into `dst`, queued on `stream` (`None`: done by
+/// the host or on the device's current stream), to the tape's recorder,
+/// which keeps it when a recording is open on this thread and both arrays
+/// have gradients. Before any recording has opened, there is none.
+pub(crate) fn record_copy(src: &Array, dst: &Array, stream: Option<&Stream>) {
+    if let Some(record) = COPY_RECORDER.get() {
+        record(src, dst, stream);
     }
 }
 

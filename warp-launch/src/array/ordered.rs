@@ -820,7 +820,7 @@ pub(crate) fn assign(
         Some(Queue::Stream(s)) => Some(*s),
         _ => None,
     };
-    crate::launch::record::record_copy(src, dst, stream);
+    super::array::record_copy(src, dst, stream);
     Ok(())
 }
 

@@ -2,8 +2,10 @@
 //! open recordings, innermost last. A [`crate::Tape`]'s guard opens one and
 //! takes what was recorded when it closes; [`super::LaunchBuilder::run`]
 //! hands each forward launch to the innermost one, and array copies hand
-//! themselves over with [`record_copy`]. Kept beside the launch so the
-//! launch path and the arrays need nothing from the tape.
+//! themselves over with [`record_copy`] (through the hook
+//! `crate::array::set_copy_recorder` sets, so arrays name no recording).
+//! Kept beside the launch so the launch path and the arrays need nothing
+//! from the tape.
 
 use std::cell::{Cell, RefCell};
 use std::fmt;
@@ -110,6 +112,8 @@ pub(crate) fn open() -> u64 {
         n.set(id.wrapping_add(1));
         id
     });
+    // Array copies reach the recording through this hook from now on.
+    crate::array::set_copy_recorder(record_copy);
     RECORDING.with(|r| r.borrow_mut().push((id, Vec::new())));
     id
 }
