@@ -504,6 +504,28 @@ pub fn check_dir(src: &Path, folder: &str, allowed: &[Allowed]) -> Result<Vec<St
     Ok(judge(&rooms, allowed))
 }
 
+/// [`judge`] of the whole crate whose source directory is `src`, file by
+/// file: every sub-folder of `src` is opened (its files are rooms of their
+/// own; a folder inside one is still one room).
+///
+/// # Errors
+///
+/// The directory cannot be listed, or a file cannot be read or does not
+/// parse.
+pub fn check_crate(src: &Path, allowed: &[Allowed]) -> Result<Vec<String>> {
+    let mut folders = Vec::new();
+    let entries =
+        std::fs::read_dir(src).map_err(|e| format!("cannot list {}: {e}", src.display()))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| format!("cannot list {}: {e}", src.display()))?;
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            folders.push(entry.file_name().to_string_lossy().into_owned());
+        }
+    }
+    let open: Vec<&str> = folders.iter().map(String::as_str).collect();
+    Ok(judge(&rooms_of_dir(src, &[], &open)?, allowed))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

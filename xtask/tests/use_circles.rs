@@ -1,14 +1,12 @@
 //! The rooms rule (DESIGN.md §6, "Rooms by concept"): no file-level `use`
-//! circle in `warp-launch/src/launch`, `warp-launch/src/abi`,
-//! `warp-launch/src/cpu`, `warp-proof/src/source`,
-//! `warp-build/src` and its `cuda_build`, `cuda-api/src` or
-//! `cuda-api/src/kernel`;
-//! cuda-api's `error.rs` and its plain values import nothing back. See
-//! `xtask::use_circles`.
+//! circle between any two files of warp-launch, warp-proof or warp-build,
+//! in `warp-launch/src/launch`, or in `cuda-api/src` (its folders as rooms)
+//! and `cuda-api/src/kernel`; cuda-api's `error.rs` and its plain values
+//! import nothing back. See `xtask::use_circles`.
 
 use std::path::{Path, PathBuf};
 
-use xtask::use_circles::{Allowed, check_dir, rooms_of_dir};
+use xtask::use_circles::{Allowed, check_crate, check_dir, rooms_of_dir};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -46,21 +44,21 @@ fn cuda_api_has_no_use_circle() {
     assert_no_circles("cuda-api/src", "", &[]);
 }
 
+/// The crates whose every file is checked against every other (each
+/// sub-folder opened; see `xtask::use_circles::check_crate`).
 #[test]
-fn warp_launch_abi_and_cpu_have_no_use_circle() {
-    assert_no_circles("warp-launch/src", "abi", &[]);
-    assert_no_circles("warp-launch/src", "cpu", &[]);
-}
-
-#[test]
-fn warp_proof_readers_have_no_use_circle() {
-    assert_no_circles("warp-proof/src", "source", &[]);
-}
-
-#[test]
-fn warp_build_has_no_use_circle() {
-    assert_no_circles("warp-build/src", "", &[]);
-    assert_no_circles("warp-build/src", "cuda_build", &[]);
+fn warp_launch_warp_proof_and_warp_build_have_no_file_level_use_circle() {
+    for src in ["warp-launch/src", "warp-proof/src", "warp-build/src"] {
+        let problems =
+            check_crate(&root().join(src), &[]).unwrap_or_else(|e| panic!("{src} parses: {e}"));
+        assert!(
+            problems.is_empty(),
+            "{src}: {} file-level `use` circle(s); make the imports run one way (move the \
+             shared item into a leaf file both can import):\n{}",
+            problems.len(),
+            problems.join("\n")
+        );
+    }
 }
 
 #[test]
