@@ -1,8 +1,8 @@
 //! The rooms rule (DESIGN.md §6, "Rooms by concept"): no file-level `use`
-//! circle between any two files of warp-launch, warp-proof or warp-build,
-//! in `warp-launch/src/launch`, or in `cuda-api/src` (its folders as rooms)
-//! and `cuda-api/src/kernel`; cuda-api's `error.rs` and its plain values
-//! import nothing back. See `xtask::use_circles`.
+//! circle between any two files of warp-launch, warp-proof, warp-build or
+//! xtask, in `warp-launch/src/launch`, or in `cuda-api/src` (its folders as
+//! rooms) and `cuda-api/src/kernel`; cuda-api's `error.rs` and its plain
+//! values import nothing back. See `xtask::use_circles`.
 
 use std::path::{Path, PathBuf};
 
@@ -47,8 +47,13 @@ fn cuda_api_has_no_use_circle() {
 /// The crates whose every file is checked against every other (each
 /// sub-folder opened; see `xtask::use_circles::check_crate`).
 #[test]
-fn warp_launch_warp_proof_and_warp_build_have_no_file_level_use_circle() {
-    for src in ["warp-launch/src", "warp-proof/src", "warp-build/src"] {
+fn warp_launch_warp_proof_warp_build_and_xtask_have_no_file_level_use_circle() {
+    for src in [
+        "warp-launch/src",
+        "warp-proof/src",
+        "warp-build/src",
+        "xtask/src",
+    ] {
         let problems =
             check_crate(&root().join(src), &[]).unwrap_or_else(|e| panic!("{src} parses: {e}"));
         assert!(

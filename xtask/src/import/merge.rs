@@ -19,17 +19,7 @@ pub struct ReleaseSpecs {
     pub specs: Specs,
 }
 
-/// `"12.4"` → `(12, 4)`, for ordering releases.
-pub fn release_key(r: &str) -> (u32, u32) {
-    let mut it = r.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
-    (it.next().unwrap_or(0), it.next().unwrap_or(0))
-}
-
-/// `"12.4"` → `12040`, the form of `CUDA_VERSION` and `cuDriverGetVersion`.
-pub fn release_number(r: &str) -> u32 {
-    let (major, minor) = release_key(r);
-    major * 1000 + minor * 10
-}
+pub use crate::spec::release::{release_key, release_number};
 
 /// Where an item is present: the first and last release index.
 fn span(present: &[bool]) -> Option<(usize, usize)> {

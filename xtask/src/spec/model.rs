@@ -5,17 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_saphyr::Spanned;
 
-/// A string that remembers where in its spec file it was written.
-pub type Str = Spanned<String>;
-
-/// Makes a [`Str`] with no position (for values the importer creates).
-pub fn str(s: impl Into<String>) -> Str {
-    Spanned::new(
-        s.into(),
-        serde_saphyr::Location::UNKNOWN,
-        serde_saphyr::Location::UNKNOWN,
-    )
-}
+pub use super::text::{Str, str};
 
 fn is_false(b: &bool) -> bool {
     !*b

@@ -3,8 +3,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::load::SpecError;
+use super::error::SpecError;
 use super::model::*;
+use super::release::release_key;
 use crate::ctype::{CType, builtin_rust};
 use crate::names::{fn_name, is_c_ident, is_ident};
 
@@ -246,8 +247,7 @@ pub fn validate(specs: &Specs, prefix: &str) -> Vec<SpecError> {
                 );
                 check_type(&mut errs, &file, &e.ty, &whose);
                 if let Some(s) = &e.since
-                    && crate::import::merge::release_key(s)
-                        >= crate::import::merge::release_key(&e.removed)
+                    && release_key(s) >= release_key(&e.removed)
                 {
                     errs.push(SpecError::at(
                         &file,

@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
-use super::load::SpecError;
-use super::model::Str;
+use super::error::SpecError;
+use super::text::Str;
 use crate::names::is_ident;
 
 /// The whole Warp ABI spec.
