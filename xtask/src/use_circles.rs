@@ -25,8 +25,8 @@
 //! items, `#[test]` functions and the files of a `#[cfg(test)] mod tests;`.
 //!
 //! [`circles`] finds the rooms that reach each other (the strongly connected
-//! components of two rooms or more); [`check_dir`] reads a whole crate and
-//! holds the circles among one folder's files against a list of allowed
+//! components of two rooms or more); [`check_crate`] reads a whole crate,
+//! every folder opened, and holds its circles against a list of allowed
 //! circles, each with its reason.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -480,28 +480,6 @@ pub fn judge(rooms: &Rooms, allowed: &[Allowed]) -> Vec<String> {
         }
     }
     problems
-}
-
-/// [`judge`] of the folder `folder` of the crate whose source directory is
-/// `src` (`""` for `src` itself, `"launch"` for `src/launch`). The whole
-/// crate is read, so that names its faces re-export (`crate::Kernel`)
-/// reach the file that defines them; only the folder's rooms
-/// (`launch/kernel.rs`) and the arrows between them are judged.
-///
-/// # Errors
-///
-/// A file cannot be read or does not parse.
-pub fn check_dir(src: &Path, folder: &str, allowed: &[Allowed]) -> Result<Vec<String>> {
-    let open: &[&str] = if folder.is_empty() { &[] } else { &[folder] };
-    let mut rooms = rooms_of_dir(src, &[], open)?;
-    if !folder.is_empty() {
-        let prefix = format!("{folder}/");
-        rooms.retain(|room, _| room.starts_with(&prefix));
-        for to in rooms.values_mut() {
-            to.retain(|room, _| room.starts_with(&prefix));
-        }
-    }
-    Ok(judge(&rooms, allowed))
 }
 
 /// [`judge`] of the whole crate whose source directory is `src`, file by

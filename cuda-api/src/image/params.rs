@@ -1,7 +1,7 @@
 //! The parameter layout each kernel of a cubin declares in its own
 //! `.nv.info.<kernel>` section, read without the driver.
 //!
-//! A kernel's attribute records (see [`nv_info`](super::nv_info) for their
+//! A kernel's attribute records (see [`nv_info`](super::cubin::nv_info) for their
 //! framing) hold one `EIATTR_KPARAM_INFO` record per parameter (attribute
 //! `0x17`, 12 bytes: a table index, the parameter's ordinal, its byte
 //! offset, and a flags word whose top 14 bits are its size in bytes) and
@@ -13,7 +13,8 @@
 //! wrapped, a record missing) gives no layout for that kernel, and the
 //! caller asks the driver instead.
 
-use super::{ElfHeader, Region, SHT_CUDA_INFO, Sections, elf_header, section_table};
+use super::cubin::{ElfHeader, SHT_CUDA_INFO, Sections, elf_header, section_table};
+use super::region::Region;
 
 /// One parameter's byte offset and size. (Plain numbers: the image reader
 /// imports nothing of the crate's parameter types, which import the error
