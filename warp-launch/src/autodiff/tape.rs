@@ -1147,6 +1147,29 @@ mod tests {
     }
 
     #[test]
+    fn a_copy_on_another_thread_is_not_recorded_by_this_threads_tape() {
+        // Copies reach recordings through one process-wide recorder
+        // (`array::set_copy_recorder`), which keeps a copy only in the
+        // recording open on the thread that copies.
+        let x = Array::from_slice(Device::Cpu, &[1.0f32, 2.0], &[2])
+            .unwrap()
+            .with_grad()
+            .unwrap();
+        let y = Array::zeros::<f32>(Device::Cpu, &[2])
+            .unwrap()
+            .with_grad()
+            .unwrap();
+        let mut tape = Tape::new();
+        tape.record(|| std::thread::scope(|s| s.spawn(|| y.assign(&x)).join().unwrap()))
+            .unwrap();
+        assert_eq!(y.to_vec::<f32>().unwrap(), vec![1.0, 2.0]);
+        assert!(tape.gradients().is_empty(), "{tape:?}");
+        // The same copy on the recording thread is kept.
+        tape.record(|| y.assign(&x)).unwrap();
+        assert_eq!(tape.gradients().len(), 2, "{tape:?}");
+    }
+
+    #[test]
     fn copy_adjoints_add_integers_wrapping_and_floats() {
         let mut acc = [1i32, i32::MAX]
             .iter()
