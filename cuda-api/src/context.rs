@@ -124,8 +124,17 @@ impl CudaDevice {
             .and_then(|i| table.get(i))
         else {
             // Not reached: a `CudaDevice` is made only for an ordinal below
-            // the count. Retained, not kept.
-            return Context::retain_primary(self);
+            // the count. A second record of the context would break the
+            // promise above, so this is an error, not a fresh retain.
+            return Err(CudaError::invalid_argument(
+                "CudaDevice::primary_context",
+                "self",
+                format!(
+                    "device {} is not below the {} devices the driver reported; restart the process",
+                    self.ordinal(),
+                    table.len()
+                ),
+            ));
         };
         if let Some(c) = slot.get() {
             return Ok(c.clone());
